@@ -1,0 +1,1 @@
+"""iclr25.blackbox"""

@@ -1,0 +1,125 @@
+"""What every chapter needs: scale handling, seeding, device choice, progress bars, widgets.
+
+A chapter starts with::
+
+    from iclr25.common import start, by_scale
+    device = start(scale, seed)          # validates scale, seeds everything, picks the device
+    n_steps = by_scale(scale, ci=200, full=2000)
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any, Callable, Iterable, TypeVar
+
+import numpy as np
+
+SCALES = ("ci", "full")
+"""The two scales every chapter supports: ``ci`` (<= 45 s on 2 cores) and ``full`` (<= 5 min)."""
+
+#: Set by the runner (``python -m iclr25 run``/``book``) while it executes a chapter headlessly.
+HEADLESS_ENV = "ICLR25_HEADLESS"
+
+T = TypeVar("T")
+
+
+def check_scale(scale: str) -> str:
+    """Return ``scale`` if it is one of :data:`SCALES`, else raise ``ValueError`` naming them."""
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; valid scales: {', '.join(SCALES)}")
+    return scale
+
+
+def by_scale(scale: str, *, ci: T, full: T) -> T:
+    """Pick the value for ``scale``: ``by_scale("ci", ci=64, full=512) == 64``."""
+    return ci if check_scale(scale) == "ci" else full
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA) from one integer."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency of the book
+        return
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def device() -> "torch.device":  # noqa: F821 - torch imported lazily
+    """``cuda`` when a GPU is present, else ``cpu``."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def start(scale: str, seed: int = 0, *, threads: int | None = None) -> "torch.device":  # noqa: F821
+    """Set up a chapter: validate ``scale``, seed every RNG, fix torch threads, pick the device.
+
+    ``threads`` defaults to ``min(2, cpu count)`` so that numbers printed on the reference
+    machine (2 cores) do not depend on how many cores a reader has.
+    """
+    import torch
+
+    check_scale(scale)
+    torch.set_num_threads(threads or min(2, os.cpu_count() or 1))
+    seed_everything(seed)
+    try:
+        import matplotlib as mpl
+
+        mpl.rcParams.update({"figure.dpi": 100, "figure.figsize": (6.4, 4.0),
+                             "axes.grid": True, "grid.alpha": 0.3})
+    except ImportError:  # pragma: no cover
+        pass
+    return device()
+
+
+def headless() -> bool:
+    """True while the book's runner executes the notebook (no live widget frontend)."""
+    return os.environ.get(HEADLESS_ENV, "") == "1"
+
+
+def progress(iterable: Iterable[T], **kwargs: Any) -> Iterable[T]:
+    """A ``tqdm.auto`` progress bar; plain-text and quiet when run headlessly by the book runner."""
+    if headless():
+        from tqdm import tqdm
+
+        kwargs.setdefault("disable", True)
+        return tqdm(iterable, **kwargs)
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, **kwargs)
+
+
+def explore(fn: Callable[..., Any], **controls: Any) -> Any:
+    """An ipywidgets control for a reader, with a static fallback for the rendered book.
+
+    ``controls`` are ipywidgets abbreviations (``N=(16, 256, 16)``) or widgets, as for
+    :func:`ipywidgets.interact`. Headless (the book build), ``fn`` is called once with each
+    control's default value (``defaults=`` kwarg of the control via ``value``), so the page
+    shows a static figure.
+    """
+    if headless():
+        import ipywidgets as widgets
+
+        values = {}
+        for name, ctl in controls.items():
+            w = ctl if isinstance(ctl, widgets.ValueWidget) else widgets.interactive.widget_from_abbrev(ctl)
+            values[name] = w.value
+        return fn(**values)
+    import ipywidgets as widgets
+
+    return widgets.interact(fn, **controls)
+
+
+def cache_dir(*parts: str) -> Path:
+    """A per-user cache folder for data a chapter generates once (``$ICLR25_CACHE`` or
+    ``~/.cache/iclr25``), created on demand."""
+    root = Path(os.environ.get("ICLR25_CACHE", Path.home() / ".cache" / "iclr25"))
+    path = root.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
