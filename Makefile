@@ -1,0 +1,40 @@
+# ICLR 2025 in Code: the two commands are `make book` and `make test` (see README.md).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SCALE  ?= full
+export OMP_NUM_THREADS ?= 2
+export MKL_NUM_THREADS ?= 2
+export PYTHONHASHSEED := 0
+export HF_HUB_OFFLINE := 1
+export MPLBACKEND := Agg
+
+.PHONY: venv book test golden readme notebooks clean
+
+venv: $(VENV)/.installed
+
+# torch first, alone: `pip install torch==2.13.0` takes the local CPU wheel; then the rest, pinned.
+$(VENV)/.installed: pkg/pyproject.toml pkg/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c pkg/constraints.txt torch==2.13.0
+	$(PY) -m pip install -q -c pkg/constraints.txt -e "pkg[book,test]"
+	touch $@
+
+book: venv
+	$(PY) -m iclr25 book --scale $(SCALE)
+
+test: venv
+	$(PY) -m iclr25 test
+
+golden: venv
+	$(PY) -m iclr25 golden
+
+readme: venv
+	$(PY) -m iclr25 readme
+
+notebooks: venv
+	$(PY) -m iclr25 notebooks
+
+clean:
+	rm -rf _build

@@ -1,0 +1,140 @@
+"""Render the book from executed notebooks.
+
+``build_book`` executes every chapter that is not cached (``runner.run_chapter``), then lays out
+a staging tree ``_build/src`` in which each chapter's ``.md`` is replaced by its executed
+``.ipynb``, fills the generated parts (the chapter table on the intro page, the reproduction
+scoreboard), and runs Sphinx through Jupyter Book's configuration with warnings as errors.
+Jupyter Book itself executes nothing (``execute_notebooks: off``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import nbformat
+
+from iclr25.book.claims import CLAIMS_MIME, _escape_md
+from iclr25.book.registry import Chapter, chapters, find_root
+from iclr25.book.runner import ChapterFailed, executed_path, load_timings, run_chapter
+
+CHAPTER_TABLE_MARK = "<!-- generated: chapter table -->"
+SCOREBOARD_MARK = "<!-- generated: scoreboard -->"
+
+
+def claim_rows(nb_path: Path) -> list[dict[str, Any]]:
+    """The claims rows stored by ``report_claims`` in an executed notebook."""
+    nb = nbformat.read(nb_path, as_version=4)
+    rows: list[dict[str, Any]] = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            payload = out.get("data", {}).get(CLAIMS_MIME)
+            if payload:
+                rows.extend(payload["rows"])
+    return rows
+
+
+def chapter_table(root: Path, chs: list[Chapter], link: Callable[[Chapter], str] | None = None) -> str:
+    """Markdown table: part, chapter, last measured ci/full times."""
+    timings = load_timings(root)
+    lines = ["| part | chapter | `ci` time (s) | `full` time (s) |", "|---|---|---|---|"]
+    for c in chs:
+        t = timings.get(c.id, {})
+        name = link(c) if link else f"`{c.id}`"
+        fmt = lambda s: f"{t[s]:.0f}" if s in t else "—"  # noqa: E731
+        lines.append(f"| {c.part} | {name} | {fmt('ci')} | {fmt('full')} |")
+    return "\n".join(lines)
+
+
+def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]]) -> str:
+    """Markdown table with one row per claim of every chapter."""
+    lines = ["| chapter | claim | paper reports | we measure | holds | scale |",
+             "|---|---|---|---|---|---|"]
+    for cid, rows in rows_by_chapter.items():
+        for r in rows:
+            mark = "✅ yes" if r["holds"] else "❌ no"
+            lines.append(f"| {{doc}}`{cid} <{cid}>` | {_escape_md(r['claim'])} | {_escape_md(r['paper'])} | "
+                         f"{_escape_md(r['measured'])} | {mark} | {r['scale']} |")
+    n = sum(len(r) for r in rows_by_chapter.values())
+    held = sum(r["holds"] for rows in rows_by_chapter.values() for r in rows)
+    return f"**{held} of {n} claims hold** on our measurements.\n\n" + "\n".join(lines)
+
+
+def stage(root: Path, chs: list[Chapter]) -> Path:
+    """Lay out ``_build/src``: config, toc, pages, and each chapter as its executed notebook."""
+    src = root / "_build" / "src"
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(root / name, src / name)
+    chapter_sources = {c.path.resolve() for c in chs}
+    for f in (root / "book").rglob("*"):
+        if f.is_dir() or f.resolve() in chapter_sources or f.suffix in {".ipynb", ".json", ".lock"}:
+            continue
+        dest = src / f.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest)
+    # literalinclude paths in chapters point at ../../pkg/...: link the package into the tree
+    (src / "pkg").symlink_to(root / "pkg", target_is_directory=True)
+    rows_by_chapter: dict[str, list[dict[str, Any]]] = {}
+    for c in chs:
+        nb_path = executed_path(c)
+        dest = src / f"{c.file}.ipynb"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(nb_path, dest)
+        rows_by_chapter[c.id] = claim_rows(nb_path)
+    intro = src / "book" / "intro.md"
+    intro.write_text(intro.read_text().replace(
+        CHAPTER_TABLE_MARK, chapter_table(root, chs, lambda c: f"{{doc}}`{_escape_md(c.title)} <{c.id}>`")))
+    board = src / "book" / "scoreboard.md"
+    board.write_text(board.read_text().replace(SCOREBOARD_MARK, scoreboard_table(rows_by_chapter)))
+    return src
+
+
+def render(src: Path, out: Path) -> None:
+    """Jupyter Book's Sphinx configuration, then ``sphinx-build -W -n --keep-going``."""
+    jb = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
+    proc = subprocess.run([*jb, "config", "sphinx", str(src)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError("Jupyter Book could not read _config.yml/_toc.yml:\n" + proc.stderr[-4000:])
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = [sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going", "-q", "-b", "html",
+           "-d", str(src.parent / "doctrees"), str(src), str(out)]
+    proc = subprocess.run(cmd, text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise RuntimeError("the book did not render (Sphinx, warnings as errors):\n"
+                           + (proc.stderr or proc.stdout)[-6000:])
+
+
+def build_book(scale: str = "full", *, force: bool = False, root: Path | None = None,
+               echo: Callable[[str], None] = print) -> Path:
+    """Execute what is not cached, then render ``_build/html``. Returns the index page."""
+    root = root or find_root()
+    chs = chapters(root)
+    failures: list[str] = []
+    t_start = time.perf_counter()
+    for i, c in enumerate(chs, 1):
+        t0 = time.perf_counter()
+        try:
+            res = run_chapter(c, scale=scale, force=force, progress=False)
+        except ChapterFailed as err:
+            failures.append(str(err))
+            echo(f"[{i}/{len(chs)}] {c.id} FAILED: {err}")
+            continue
+        done = time.perf_counter() - t_start
+        left = done / i * (len(chs) - i)
+        how = "cached" if res.cached else f"{time.perf_counter() - t0:.1f} s"
+        echo(f"[{i}/{len(chs)}] {c.id} {how} (about {left:.0f} s left)")
+    if failures:
+        raise RuntimeError(f"{len(failures)} chapter(s) failed; the book was not rendered:\n"
+                           + "\n".join(failures))
+    echo("rendering the book (Sphinx, warnings as errors) ...")
+    out = root / "_build" / "html"
+    render(stage(root, chs), out)
+    return out / "index.html"

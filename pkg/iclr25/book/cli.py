@@ -1,0 +1,183 @@
+"""``python -m iclr25``: list, run, book, golden, readme, notebooks, test.
+
+Every command reads the chapters from ``_toc.yml``. Errors (unknown chapter, scale or parameter;
+a failing chapter) are printed as one clear message and exit with status 2 (bad input) or 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from iclr25.common import SCALES
+
+
+def _root() -> Path:
+    from iclr25.book.registry import find_root
+
+    return find_root()
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from iclr25.book.registry import chapters
+    from iclr25.book.runner import load_timings
+
+    root = _root()
+    timings = load_timings(root)
+    rows = [("id", "part", "title", "ci s", "full s")]
+    for c in chapters(root):
+        t = timings.get(c.id, {})
+        rows.append((c.id, c.part, c.title[:60], str(t.get("ci", "-")), str(t.get("full", "-"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from iclr25.book.registry import get_chapter
+    from iclr25.book.runner import parse_overrides, run_chapter
+
+    chapter = get_chapter(args.chapter, _root())
+    overrides = parse_overrides(args.param or [])
+    for fixed in ("scale", "seed"):
+        if fixed in overrides:
+            raise SystemExit(f"error: set {fixed} with --{fixed}, not -p")
+    print(f"running {chapter.id} at scale={args.scale} seed={args.seed} ...", flush=True)
+    res = run_chapter(chapter, scale=args.scale, seed=args.seed, overrides=overrides, force=args.force)
+    state = "cached, not re-executed" if res.cached else "executed"
+    print(f"{chapter.id}: {state} in {res.wall_s:.1f} s -> {res.notebook.relative_to(chapter.root)}")
+    return 0
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    from iclr25.book.build import build_book
+
+    index = build_book(args.scale, force=args.force, root=_root())
+    print(f"book written: {index}")
+    return 0
+
+
+def cmd_golden(args: argparse.Namespace) -> int:
+    from iclr25.book.golden import check_fresh, make_golden
+    from iclr25.book.registry import chapters, get_chapter
+
+    root = _root()
+    chs = [get_chapter(n, root) for n in args.chapters] if args.chapters else chapters(root)
+    if args.check:
+        problems = [p for p in (check_fresh(c) for c in chs) if p]
+        for p in problems:
+            print(p)
+        print(f"golden notebooks: {len(chs) - len(problems)} fresh, {len(problems)} stale")
+        return 1 if problems else 0
+    for c in chs:
+        path = make_golden(c, force=args.force)
+        print(f"{c.id}: {path.relative_to(root)}")
+    return 0
+
+
+def cmd_readme(args: argparse.Namespace) -> int:
+    from iclr25.book.readme import update_readme
+
+    changed = update_readme(_root(), check=args.check)
+    if args.check and changed:
+        print("README chapter table is out of date with _toc.yml; run `python -m iclr25 readme`")
+        return 1
+    print("README chapter table " + ("updated" if changed else "already up to date"))
+    return 0
+
+
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    from iclr25.book.launch import write_launch_notebooks
+
+    out = write_launch_notebooks(_root(), Path(args.out) if args.out else None)
+    print(f"launch notebooks written under {out}")
+    return 0
+
+
+def _stage(name: str, cmd: list[str], times: list[tuple[str, float, int]], offline: bool = False) -> int:
+    if offline and shutil.which("unshare") and os.geteuid() == 0 and \
+            subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        cmd = ["unshare", "-n", *cmd]
+        name += " (network off)"
+    print(f"\n=== {name}: {' '.join(cmd)}", flush=True)
+    t0 = time.perf_counter()
+    rc = subprocess.run(cmd).returncode
+    times.append((name, time.perf_counter() - t0, rc))
+    print(f"=== {name}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {time.perf_counter() - t0:.1f} s",
+          flush=True)
+    return rc
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    root = _root()
+    py = sys.executable
+    times: list[tuple[str, float, int]] = []
+    os.chdir(root)
+    stages = [
+        ("1 package and runner tests", [py, "-m", "pytest", "-q", "tests", "--ignore=tests/golden",
+                                        "--ignore=tests/benchmarks"], False),
+        ("2 chapters at ci + book render", [py, "-m", "iclr25", "book", "--scale", "ci"], True),
+        ("3 golden freshness", [py, "-m", "iclr25", "golden", "--check"], False),
+        ("4 nbval on golden notebooks", [py, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env",
+                                         "-p", "no:cacheprovider", "tests/golden"], True),
+    ]
+    failed = 0
+    for name, cmd, offline in stages:
+        failed += _stage(name, cmd, times, offline) != 0
+    print("\nstage times:")
+    for name, secs, rc in times:
+        print(f"  {name:45s} {secs:7.1f} s  {'ok' if rc == 0 else 'FAILED'}")
+    print(f"  {'total':45s} {sum(t for _, t, _ in times):7.1f} s")
+    return 1 if failed else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m iclr25", description="ICLR 2025 in Code: the book's runner")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("list", help="chapters with part, title and last measured times").set_defaults(fn=cmd_list)
+    r = sub.add_parser("run", help="execute one chapter with papermill")
+    r.add_argument("chapter", help="chapter id, e.g. theory/svgd-rates")
+    r.add_argument("--scale", choices=SCALES, default="full")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("-p", "--param", action="append", metavar="NAME=VALUE",
+                   help="override a parameter of the chapter's parameters cell")
+    r.add_argument("--force", action="store_true", help="re-execute even if cached")
+    r.set_defaults(fn=cmd_run)
+    b = sub.add_parser("book", help="execute uncached chapters and render _build/html")
+    b.add_argument("--scale", choices=SCALES, default="full")
+    b.add_argument("--force", action="store_true", help="re-execute every chapter")
+    b.set_defaults(fn=cmd_book)
+    g = sub.add_parser("golden", help="regenerate tests/golden/<id>.ipynb at ci scale")
+    g.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
+    g.add_argument("--check", action="store_true", help="only check that golden notebooks are fresh")
+    g.add_argument("--force", action="store_true", help="re-execute even if cached")
+    g.set_defaults(fn=cmd_golden)
+    m = sub.add_parser("readme", help="rewrite the README chapter table from _toc.yml and timings")
+    m.add_argument("--check", action="store_true", help="fail if the table is out of date")
+    m.set_defaults(fn=cmd_readme)
+    n = sub.add_parser("notebooks", help="write clean .ipynb launch notebooks (Colab/Binder)")
+    n.add_argument("--out", help="output folder (default _build/notebooks)")
+    n.set_defaults(fn=cmd_notebooks)
+    sub.add_parser("test", help="the full test suite, stage by stage, with times").set_defaults(fn=cmd_test)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from iclr25.book.registry import UnknownChapter
+    from iclr25.book.runner import BadParameter, ChapterFailed
+
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (UnknownChapter, BadParameter, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (ChapterFailed, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1

@@ -1,0 +1,75 @@
+"""Golden notebooks: ``tests/golden/<id>.ipynb``, a chapter executed at ``ci`` scale.
+
+nbval re-executes them and compares the outputs of the cells tagged ``nbval-check-output`` (the
+claims table). ``check_fresh`` makes sure a golden notebook still holds exactly the chapter's code
+plus the injected ``ci`` parameters, so a chapter cannot drift away from its regression test.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+
+from iclr25.book.registry import Chapter
+from iclr25.book.runner import parameters_cell, read_chapter, run_chapter
+
+GOLDEN_DIR = "tests/golden"
+GOLDEN_PARAMS = {"scale": "ci", "seed": 0}
+DROP_MIME = ("image/png", "image/jpeg", "image/svg+xml", "application/vnd.jupyter.widget-view+json")
+
+
+def golden_path(chapter: Chapter) -> Path:
+    return chapter.root / GOLDEN_DIR / f"{chapter.id}.ipynb"
+
+
+def strip_for_golden(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop images, widget views and run-specific metadata; keep text outputs."""
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        for out in cell.get("outputs", []):
+            for mime in DROP_MIME:
+                out.get("data", {}).pop(mime, None)
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if o.get("output_type") not in ("display_data",)
+                            or o.get("data")]
+    nb.metadata.pop("papermill", None)
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def make_golden(chapter: Chapter, *, force: bool = False) -> Path:
+    """Execute ``chapter`` at ``ci`` (reusing a cached run) and store its golden notebook."""
+    res = run_chapter(chapter, scale="ci", seed=GOLDEN_PARAMS["seed"], force=force)
+    nb = strip_for_golden(nbformat.read(res.notebook, as_version=4))
+    dest = golden_path(chapter)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    nbformat.write(nb, tmp)
+    shutil.move(tmp, dest)
+    return dest
+
+
+def _code(nb: nbformat.NotebookNode) -> list[str]:
+    return [c.source.strip() for c in nb.cells if c.cell_type == "code"
+            and "injected-parameters" not in c.metadata.get("tags", [])]
+
+
+def check_fresh(chapter: Chapter) -> str | None:
+    """None when the golden notebook matches the chapter, else a message saying how to fix it."""
+    path = golden_path(chapter)
+    fix = f"run `python -m iclr25 golden {chapter.id}`"
+    if not path.is_file():
+        return f"{chapter.id}: no golden notebook at {path.relative_to(chapter.root)}; {fix}"
+    golden = nbformat.read(path, as_version=4)
+    if _code(golden) != _code(read_chapter(chapter)):
+        return f"{chapter.id}: the golden notebook's code differs from the chapter; {fix}"
+    injected = [c for c in golden.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    idx, _ = parameters_cell(read_chapter(chapter))
+    expected = [f"{k} = {v!r}" for k, v in GOLDEN_PARAMS.items()]
+    if len(injected) != 1 or any(e.replace("'", '"') not in injected[0].source.replace("'", '"')
+                                 for e in expected):
+        return f"{chapter.id}: the golden notebook was not made with scale='ci', seed=0; {fix}"
+    return None

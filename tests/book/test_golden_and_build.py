@@ -1,0 +1,59 @@
+"""Golden notebooks (make, freshness) and the book staging with its generated pages."""
+
+from pathlib import Path
+
+import nbformat
+
+from iclr25.book.build import claim_rows, scoreboard_table, stage
+from iclr25.book.claims import CLAIMS_MIME
+from iclr25.book.golden import check_fresh, golden_path, make_golden
+from iclr25.book.registry import chapters, get_chapter
+from iclr25.book.runner import executed_path
+
+
+def test_golden_made_fresh_then_stale(mini_book: Path) -> None:
+    ch = get_chapter("demo/ok")
+    assert "no golden notebook" in check_fresh(ch)
+    path = make_golden(ch)
+    assert path == golden_path(ch) and path.is_file()
+    assert check_fresh(ch) is None
+    nb = nbformat.read(path, as_version=4)
+    assert any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
+    ch.path.write_text(ch.path.read_text().replace("x = n * 2", "x = n * 4"))
+    msg = check_fresh(ch)
+    assert msg and "python -m iclr25 golden demo/ok" in msg
+
+
+def _fake_executed(root: Path, cid: str, rows: list[dict]) -> None:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("report_claims(...)")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/plain": "table", CLAIMS_MIME: {"chapter": cid, "scale": "ci", "rows": rows}})]
+    nb.cells.append(cell)
+    path = executed_path(get_chapter(cid, root))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
+    (mini_book / "_config.yml").write_text("title: t\n")
+    (mini_book / "book" / "intro.md").write_text("# Intro\n<!-- generated: chapter table -->\n")
+    (mini_book / "book" / "scoreboard.md").write_text("# Board\n<!-- generated: scoreboard -->\n")
+    row = {"claim": "c1", "paper": "p1", "measured": "m1", "holds": True, "chapter": "demo/ok", "scale": "ci"}
+    bad = {**row, "claim": "c2", "holds": False}
+    _fake_executed(mini_book, "demo/ok", [row, bad])
+    _fake_executed(mini_book, "demo/broken", [row])
+    assert claim_rows(executed_path(get_chapter("demo/ok"))) == [row, bad]
+    src = stage(mini_book, chapters(mini_book))
+    assert (src / "book" / "demo" / "ok.ipynb").is_file()
+    assert not (src / "book" / "demo" / "ok.md").exists()  # the executed notebook replaces the source
+    board = (src / "book" / "scoreboard.md").read_text()
+    assert "**2 of 3 claims hold**" in board and "| c2 |" in board and "❌ no" in board
+    intro = (src / "book" / "intro.md").read_text()
+    assert "A chapter that works <demo/ok>" in intro
+
+
+def test_scoreboard_table_counts() -> None:
+    row = {"claim": "c", "paper": "p", "measured": "m", "holds": False, "scale": "full"}
+    table = scoreboard_table({"x/y": [row]})
+    assert table.startswith("**0 of 1 claims hold**") and "| full |" in table

@@ -1,0 +1,27 @@
+import numpy as np
+import pytest
+import torch
+
+from iclr25.common import by_scale, check_scale, explore, progress, seed_everything, start
+
+
+def test_scale_helpers() -> None:
+    assert by_scale("ci", ci=1, full=2) == 1 and by_scale("full", ci=1, full=2) == 2
+    with pytest.raises(ValueError, match="valid scales: ci, full"):
+        check_scale("medium")
+    with pytest.raises(ValueError):
+        by_scale("CI", ci=1, full=2)
+
+
+def test_seeding_is_reproducible() -> None:
+    seed_everything(3)
+    a = (np.random.rand(), torch.rand(1).item())
+    seed_everything(3)
+    assert (np.random.rand(), torch.rand(1).item()) == a
+    assert start("ci", 3).type in ("cpu", "cuda")
+
+
+def test_headless_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ICLR25_HEADLESS", "1")
+    assert list(progress(range(3))) == [0, 1, 2]
+    assert explore(lambda n, h: n * h, n=(1, 9, 1), h=(0.5, 2.0)) == 5 * 1.25

@@ -1,0 +1,57 @@
+"""Shared pytest fixtures: a tiny throw-away book for the runner tests."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HEADER = textwrap.dedent("""\
+    ---
+    jupytext:
+      text_representation:
+        extension: .md
+        format_name: myst
+    kernelspec:
+      display_name: Python 3
+      language: python
+      name: python3
+    ---
+    """)
+
+
+def chapter_source(title: str, body: str) -> str:
+    """A minimal jupytext chapter with a parameters cell and ``body`` as its last code cell."""
+    cells = [
+        f"# {title}",
+        "```{code-cell} ipython3\n:tags: [parameters]\n\nscale = \"full\"\nseed = 0\nn = 3\n```",
+        "```{code-cell} ipython3\nprint(\"scale\", scale, \"n\", n)\n```",
+        f"```{{code-cell}} ipython3\n{body}\n```",
+    ]
+    return HEADER + "\n" + "\n\n".join(cells) + "\n"
+
+
+@pytest.fixture
+def mini_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A book root with two chapters: ``demo/ok`` (succeeds) and ``demo/broken`` (raises in cell 3)."""
+    (tmp_path / "pkg" / "iclr25").mkdir(parents=True)
+    (tmp_path / "pkg" / "iclr25" / "dummy.py").write_text("X = 1\n")
+    (tmp_path / "book" / "demo").mkdir(parents=True)
+    (tmp_path / "_toc.yml").write_text(textwrap.dedent("""\
+        format: jb-book
+        root: book/intro
+        parts:
+          - caption: Demo
+            chapters:
+              - file: book/demo/ok
+              - file: book/demo/broken
+          - caption: Back
+            chapters:
+              - file: book/scoreboard
+        """))
+    (tmp_path / "book" / "demo" / "ok.md").write_text(chapter_source("A chapter that works", "x = n * 2\nprint(x)\nif False:  # a static dependency on the package\n    import iclr25.dummy"))
+    (tmp_path / "book" / "demo" / "broken.md").write_text(
+        chapter_source("A chapter that fails", "raise ZeroDivisionError('deliberate failure')"))
+    monkeypatch.setenv("ICLR25_ROOT", str(tmp_path))
+    return tmp_path

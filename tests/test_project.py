@@ -1,0 +1,47 @@
+"""Project-wide consistency: README table, pins, golden notebooks, chapter parameters."""
+
+from pathlib import Path
+
+import yaml
+
+from iclr25.book.golden import golden_path
+from iclr25.book.readme import readme_chapter_ids
+from iclr25.book.registry import chapters
+from iclr25.book.runner import parameters_cell, read_chapter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pins(lines: list[str]) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        line = line.strip().lstrip("- ").strip()
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==", 1)
+            out[name.lower().replace("_", "-")] = version
+    return out
+
+
+def test_environment_yml_matches_constraints() -> None:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    env_pins = _pins(pip_section)
+    lock = _pins((ROOT / "pkg" / "constraints.txt").read_text().splitlines())
+    assert env_pins, "environment.yml pins nothing"
+    drift = {k: (v, lock.get(k)) for k, v in env_pins.items() if lock.get(k) != v}
+    assert not drift, f"environment.yml and pkg/constraints.txt disagree: {drift}"
+    for needed in ("jupyter-book", "torch", "papermill", "nbval", "jupytext", "torch-geometric", "pot"):
+        assert needed in env_pins, f"environment.yml does not pin {needed}"
+    assert env_pins["jupyter-book"] == "1.0.4.post1" and env_pins["torch"] == "2.13.0"
+
+
+def test_readme_lists_exactly_the_toc_chapters() -> None:
+    assert readme_chapter_ids(ROOT) == [c.id for c in chapters(ROOT)], \
+        "README table is out of date with _toc.yml: run `python -m iclr25 readme`"
+
+
+def test_every_chapter_has_parameters_and_golden() -> None:
+    for c in chapters(ROOT):
+        _, values = parameters_cell(read_chapter(c))
+        assert values["scale"] == "full", f"{c.id}: the parameters cell must default to scale='full'"
+        assert golden_path(c).is_file(), f"{c.id}: no golden notebook; run `python -m iclr25 golden {c.id}`"
