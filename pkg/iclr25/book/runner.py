@@ -35,9 +35,9 @@ class ChapterFailed(RuntimeError):
     def __init__(self, chapter: str, cell: int | None, first_line: str, error: str, notebook: Path | None):
         self.chapter, self.cell, self.first_line, self.error, self.notebook = (
             chapter, cell, first_line, error, notebook)
-        where = f"cell {cell} ({first_line!r})" if cell is not None else "before any cell ran"
+        where = f"in cell {cell} ({first_line!r})" if cell is not None else "before any cell ran"
         saved = f"; the failed notebook is at {notebook}" if notebook else ""
-        super().__init__(f"chapter {chapter} failed in {where}: {error}{saved}")
+        super().__init__(f"chapter {chapter} failed {where}: {error}{saved}")
 
 
 class BadParameter(ValueError):
