@@ -118,7 +118,8 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
     root = root or find_root()
     chs = chapters(root)
     failures: list[str] = []
-    t_start = time.perf_counter()
+    timings = load_timings(root)
+    ran: list[float] = []
     for i, c in enumerate(chs, 1):
         t0 = time.perf_counter()
         try:
@@ -127,10 +128,13 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
             failures.append(str(err))
             echo(f"[{i}/{len(chs)}] {c.id} FAILED: {err}")
             continue
-        done = time.perf_counter() - t_start
-        left = done / i * (len(chs) - i)
+        if not res.cached:
+            ran.append(time.perf_counter() - t0)
+        # what is left: the last measured time of each remaining chapter (else the mean so far)
+        mean = sum(ran) / len(ran) if ran else 0.0
+        left = sum(timings.get(r.id, {}).get(scale, mean) for r in chs[i:])
         how = "cached" if res.cached else f"{time.perf_counter() - t0:.1f} s"
-        echo(f"[{i}/{len(chs)}] {c.id} {how} (about {left:.0f} s left)")
+        echo(f"[{i}/{len(chs)}] {c.id} {how} (at most about {left:.0f} s left)")
     if failures:
         raise RuntimeError(f"{len(failures)} chapter(s) failed; the book was not rendered:\n"
                            + "\n".join(failures))

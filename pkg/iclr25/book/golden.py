@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 
 from iclr25.book.registry import Chapter
-from iclr25.book.runner import parameters_cell, read_chapter, run_chapter
+from iclr25.book.runner import read_chapter, run_chapter
 
 GOLDEN_DIR = "tests/golden"
 GOLDEN_PARAMS = {"scale": "ci", "seed": 0}
@@ -67,7 +67,6 @@ def check_fresh(chapter: Chapter) -> str | None:
     if _code(golden) != _code(read_chapter(chapter)):
         return f"{chapter.id}: the golden notebook's code differs from the chapter; {fix}"
     injected = [c for c in golden.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    idx, _ = parameters_cell(read_chapter(chapter))
     expected = [f"{k} = {v!r}" for k, v in GOLDEN_PARAMS.items()]
     if len(injected) != 1 or any(e.replace("'", '"') not in injected[0].source.replace("'", '"')
                                  for e in expected):
