@@ -1,0 +1,168 @@
+"""Tests of iclr25.blackbox: ZO estimator moments, score-function identity, simplex projection,
+CMA-ES, the query-counting black box and its gradient discipline."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.blackbox import (CMAES, BlackBoxLM, BudgetExceeded, CategoricalPromptPolicy,
+                             PromptTuningConfig, encode_task, pg_gradient, pmi_candidates,
+                             project_simplex, random_projection, run_bbt, run_bdpl, run_zo_pog,
+                             zo_gradient, zo_variance_gaussian)
+from iclr25.lm import TinyLM, TinyLMConfig, few_shot_split, toy_vocab
+
+
+def _quadratic(d, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    M = torch.randn(d, d, generator=g, dtype=torch.float64)
+    H = M @ M.T / d + torch.eye(d, dtype=torch.float64)
+    b = torch.randn(d, generator=g, dtype=torch.float64)
+    f = lambda Z: 0.5 * ((Z @ H) * Z).sum(-1) + Z @ b  # noqa: E731
+    return f, H, b
+
+
+@pytest.mark.parametrize("q", [1, 8])
+def test_zo_gaussian_unbiased_with_theoretical_variance(q):
+    d, N = 20, 4000
+    f, H, b = _quadratic(d)
+    z = torch.randn(d, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    grad = H @ z + b
+    gen = torch.Generator().manual_seed(2)
+    G = torch.stack([zo_gradient(f, z, 0.1, q, generator=gen) for _ in range(N)])
+    err = ((G - grad) ** 2).sum(1)
+    var_theory = zo_variance_gaussian(float(grad @ grad), d, q)
+    assert abs(err.mean() / var_theory - 1) < 0.1
+    # mean within 3 standard errors (squared-norm form: E||mean - g||^2 = var/N)
+    assert float(((G.mean(0) - grad) ** 2).sum()) < 3 * var_theory / N
+
+
+def test_zo_sphere_and_forward_difference_are_unbiased_on_quadratic():
+    d, N = 10, 6000
+    f, H, b = _quadratic(d, 3)
+    z = torch.ones(d, dtype=torch.float64)
+    grad = H @ z + b
+    gen = torch.Generator().manual_seed(0)
+    for kw in ({"dist": "sphere"}, {"two_point": False}):
+        G = torch.stack([zo_gradient(f, z, 0.05, 4, generator=gen, **kw) for _ in range(N)])
+        se = G.std(0) / N ** 0.5
+        assert bool((((G.mean(0) - grad).abs()) < 4 * se).all()), kw
+    with pytest.raises(ValueError, match="valid"):
+        zo_gradient(f, z, 0.1, 2, dist="cauchy")
+
+
+def test_score_function_identity_exact_by_enumeration():
+    n, V, I = 2, 5, 8
+    gen = torch.Generator().manual_seed(0)
+    pol = CategoricalPromptPolicy(n, V, tau=0.7, gumbel=True, generator=gen)
+    pol.alpha = torch.rand(n, V, generator=gen, dtype=torch.float64) + 0.1
+    pol.redraw()
+    table = torch.randn(V, V, generator=gen, dtype=torch.float64)
+    # exact gradient of E_j L(j) through p = softmax((log a + g)/tau) with the drawn g fixed
+    g_noise = torch.log(pol.probs) * pol.tau - torch.log(pol.alpha)
+    a = pol.alpha.clone().requires_grad_(True)
+    p = torch.softmax((torch.log(a) + g_noise) / pol.tau, -1)
+    assert torch.allclose(p, pol.probs)
+    exact = sum(p[0, i] * p[1, j] * table[i, j] for i, j in itertools.product(range(V), range(V)))
+    (true,) = torch.autograd.grad(exact, a)
+    ests = []
+    for _ in range(4000):
+        J = pol.sample(I)
+        ests.append(pg_gradient(table[J[:, 0], J[:, 1]], pol.score(J)))
+    ests = torch.stack(ests)
+    se = ests.std(0) / len(ests) ** 0.5
+    assert bool(((ests.mean(0) - true).abs() < 4 * se + 1e-9).all())
+
+
+def test_baseline_reduces_variance_when_losses_are_offset():
+    gen = torch.Generator().manual_seed(1)
+    pol = CategoricalPromptPolicy(2, 4, gumbel=False, generator=gen)
+    losses_tab = 5.0 + torch.rand(4, 4, generator=gen, dtype=torch.float64)
+    var = {}
+    for base in (True, False):
+        ests = torch.stack([pg_gradient(losses_tab[J[:, 0], J[:, 1]], pol.score(J), baseline=base)
+                            for J in (pol.sample(10) for _ in range(1000))])
+        var[base] = float(ests.var(0).sum())
+    assert var[True] < 0.1 * var[False]
+
+
+def test_project_simplex_properties():
+    v = torch.randn(50, 7, dtype=torch.float64) * 3
+    p = project_simplex(v)
+    assert torch.allclose(p.sum(-1), torch.ones(50, dtype=torch.float64)) and bool((p >= 0).all())
+    q = torch.softmax(torch.randn(5, 7, dtype=torch.float64), -1)
+    assert torch.allclose(project_simplex(q), q)  # points of the simplex are fixed
+    # optimality: projection is closer than random simplex points
+    r = torch.softmax(torch.randn(50, 7, dtype=torch.float64), -1)
+    assert bool(((v - p).norm(dim=-1) <= (v - r).norm(dim=-1) + 1e-12).all())
+
+
+def test_cmaes_minimises_rotated_ellipsoid():
+    rng = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(rng.standard_normal((8, 8)))
+    H = Q @ np.diag(np.logspace(0, 3, 8)) @ Q.T
+    es = CMAES(np.ones(8) * 3, 1.0, popsize=12, seed=0)
+    for _ in range(400):
+        X = es.ask()
+        es.tell(X, np.einsum("ki,ij,kj->k", X, H, X))
+    assert float(es.mean @ H @ es.mean) < 1e-8
+
+
+def test_pmi_candidates_rank_label_words():
+    texts = [["good", "x"], ["good", "y"], ["bad", "x"], ["bad", "y"], ["good", "z"]]
+    labels = [1, 1, 0, 0, 1]
+    assert set(pmi_candidates(texts, labels, 2)) == {"good", "bad"}
+
+
+def test_random_projection_scale():
+    A = random_projection(4, 48, 50, 0.1, alpha=100, generator=torch.Generator().manual_seed(0))
+    assert A.shape == (192, 50)
+    assert abs(float(A.std()) - 100 * 0.1 / 50 ** 0.5) < 0.05
+
+
+def _bb(budget, task="sentiment"):
+    torch.manual_seed(0)
+    v = toy_vocab()
+    m = TinyLM(TinyLMConfig(vocab_size=len(v), d_model=16, d_ff=32, n_heads=2))
+    sp = few_shot_split(task, 4, 12, seed=0)
+    enc = {k: encode_task(v, x) for k, x in sp.items()}
+    return m, v, BlackBoxLM(m, v, task, budget), enc
+
+
+def test_blackbox_counts_queries_and_enforces_budget():
+    m, v, bb, enc = _bb(5)
+    prompts = torch.tensor([v.encode("tell sentiment now please")] * 3)
+    losses, logits = bb.query(prompts, None, enc["train"])
+    assert bb.n_queries == 3 and losses.shape == (3, 8) and logits.shape == (3, 8, 2)
+    assert torch.allclose(losses[0], losses[1])  # same prompt, same losses
+    with pytest.raises(BudgetExceeded):
+        bb.query(prompts, None, enc["train"])
+    assert bb.n_queries == 3  # a refused request costs nothing
+    bb.evaluate(prompts[0], None, enc["test"])
+    assert bb.n_queries == 3  # dev/test scoring is not charged
+
+
+def test_blackbox_offset_per_example_matches_separate_calls():
+    m, v, bb, enc = _bb(10)
+    p = torch.tensor([v.encode("tell sentiment now please")])
+    off = torch.randn(1, 8, 4, 16)
+    joint, _ = bb.query(p, off, enc["train"])
+    sub = enc["train"].subset(torch.tensor([2]))
+    single, _ = bb.query(p, off[:, 2], sub)
+    assert torch.allclose(joint[0, 2], single[0, 0], atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["zo_pog", "bdpl", "bbt"])
+def test_methods_spend_exactly_the_budget_and_never_touch_gradients(method):
+    m, v, bb, enc = _bb(120)
+    cands = torch.tensor(v.encode("tell sentiment topic now please the what is"))
+    A = random_projection(4, 16, 6, bb.embedding_std, generator=torch.Generator().manual_seed(0))
+    cfg = PromptTuningConfig(batch_size=8, n_samples=6, popsize=6)
+    args = (bb, enc["train"], enc["dev"], enc["test"], cands, 4)
+    r = {"zo_pog": lambda: run_zo_pog(*args, A, cfg), "bdpl": lambda: run_bdpl(*args, cfg),
+         "bbt": lambda: run_bbt(*args, A, cfg)}[method]()
+    assert r.queries == bb.n_queries <= 120 and bb.n_queries > 120 - 12
+    assert all(p.grad is None and not p.requires_grad for p in m.parameters())
+    assert not hasattr(bb, "parameters")
+    assert 0 <= r.test_acc <= 1 and r.curve[-1][0] == bb.n_queries
