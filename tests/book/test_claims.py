@@ -1,14 +1,16 @@
 import pytest
 
 from iclr25.book import Claim, report_claims
-from iclr25.book.claims import _markdown_table, _text_table
+from iclr25.book.claims import _markdown_table, _text_table, claim_rows
 
 
 def test_report_claims_rows_and_text(capsys: pytest.CaptureFixture) -> None:
-    rows = report_claims("demo/ok", "ci", [
+    claims = [
         Claim("rate", paper="1/sqrt N", measured="slope -0.71", holds=True),
         Claim("beats baseline", paper="10x", measured="3.1x", holds=False),
-    ])
+    ]
+    assert report_claims("demo/ok", "ci", claims) is None
+    rows = claim_rows("demo/ok", "ci", claims)
     out = capsys.readouterr().out  # outside a kernel the table is printed
     assert "slope -0.71" in out and "NO" in out and "yes" in out
     assert rows[1] == {"claim": "beats baseline", "paper": "10x", "measured": "3.1x", "holds": False,

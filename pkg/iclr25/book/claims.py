@@ -63,11 +63,8 @@ def _markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def report_claims(chapter: str, scale: str, claims: Sequence[Claim]) -> list[dict[str, Any]]:
-    """Display the chapter's results table and store its rows for the scoreboard.
-
-    Returns the rows as dicts (``claim, paper, measured, holds, chapter, scale``).
-    """
+def claim_rows(chapter: str, scale: str, claims: Sequence[Claim]) -> list[dict[str, Any]]:
+    """The scoreboard rows (``claim, paper, measured, holds, chapter, scale``) of ``claims``."""
     from iclr25.common import check_scale
 
     check_scale(scale)
@@ -75,7 +72,16 @@ def report_claims(chapter: str, scale: str, claims: Sequence[Claim]) -> list[dic
         raise ValueError("report_claims needs at least one Claim")
     if any(not isinstance(c, Claim) for c in claims):
         raise TypeError("report_claims takes a sequence of iclr25.book.Claim")
-    rows = [{**asdict(c), "chapter": chapter, "scale": scale} for c in claims]
+    return [{**asdict(c), "chapter": chapter, "scale": scale} for c in claims]
+
+
+def report_claims(chapter: str, scale: str, claims: Sequence[Claim]) -> None:
+    """Display the chapter's results table and store its rows for the scoreboard.
+
+    Returns nothing, so that the cell's only output is the table whatever the frontend does with a
+    trailing ``;`` (nbval compares this cell's outputs).
+    """
+    rows = claim_rows(chapter, scale, claims)
     data = {
         "text/plain": _text_table(rows),
         "text/markdown": _markdown_table(rows),
@@ -92,4 +98,3 @@ def report_claims(chapter: str, scale: str, claims: Sequence[Claim]) -> list[dic
         display(data, raw=True)
     else:
         print(data["text/plain"])
-    return rows
