@@ -7,7 +7,6 @@ import torch
 
 from iclr25.sampling import IMQ, RBF, Linear, Matern52, SumKernel, stein_kernel_matrix
 
-torch.set_default_dtype(torch.float64)
 
 # each kernel with its definition k(x, y), written from the formula, for autograd
 KERNELS = [

@@ -5,7 +5,6 @@ import torch
 
 from iclr25.sampling import IMQ, RBF, Matern52, ksd, standard_gaussian_score
 
-torch.set_default_dtype(torch.float64)
 
 
 @pytest.mark.parametrize("kernel", [RBF(1.0), IMQ(1.0, -0.5), Matern52(1.5)], ids=repr)

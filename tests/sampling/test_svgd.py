@@ -8,7 +8,6 @@ import torch
 from iclr25.sampling import (IMQ, RBF, Linear, Matern52, gaussian_score, ksd,
                              standard_gaussian_score, svgd, svgd_step, ula)
 
-torch.set_default_dtype(torch.float64)
 
 
 def _matern(x, y, ell):

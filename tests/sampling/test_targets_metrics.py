@@ -8,7 +8,6 @@ import torch
 from iclr25.sampling import (gaussian_kl, gaussian_mixture_score, gaussian_score,
                              logistic_posterior_score, wasserstein2)
 
-torch.set_default_dtype(torch.float64)
 
 
 def _autograd_score(logp, X):
