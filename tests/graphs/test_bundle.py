@@ -1,0 +1,250 @@
+"""Tests of iclr25.graphs.bundle: identities of flat vector bundles, heat kernels and BuNN layers."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pytest
+import scipy.linalg
+import torch
+from torch_geometric.utils import from_networkx
+
+from iclr25.graphs.bundle import (
+    BuNNConv,
+    NodeModel,
+    angle_orthogonal,
+    block_diag_eig,
+    bundle_heat_kernel,
+    bundle_laplacian,
+    heat_kernel_spectral,
+    heat_kernel_taylor,
+    householder_orthogonal,
+    laplacian_eigh,
+    normalized_adjacency,
+    normalized_laplacian,
+    orthogonal_from_params,
+    taylor_degree,
+    dirichlet_energy,
+)
+
+@pytest.fixture(autouse=True)
+def float64():
+    """Every test here runs in float64 (restored afterwards, so other test files are unaffected)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+@pytest.fixture(scope="module")
+def karate():
+    G = nx.karate_club_graph()
+    return from_networkx(G).edge_index, G.number_of_nodes()
+
+
+def random_frames(n: int, d: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return householder_orthogonal(torch.randn(n, d * (d - 1) // 2, generator=g), d)
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 5])
+def test_householder_is_orthogonal_with_fixed_determinant(d):
+    Q = householder_orthogonal(torch.randn(200, d * (d - 1) // 2), d)
+    eye = torch.eye(d).expand_as(Q)
+    assert torch.allclose(Q.transpose(-1, -2) @ Q, eye, atol=1e-12)
+    assert torch.allclose(torch.linalg.det(Q), torch.full((200,), (-1.0) ** d), atol=1e-10)
+    assert torch.allclose(householder_orthogonal(torch.zeros(1, d * (d - 1) // 2), d)[0], -torch.eye(d))
+
+
+def test_angle_map_is_a_rotation_group_homomorphism():
+    a, b = torch.tensor([0.3]), torch.tensor([1.1])
+    assert torch.allclose(angle_orthogonal(a) @ angle_orthogonal(b), angle_orthogonal(a + b), atol=1e-14)
+    assert torch.allclose(torch.linalg.det(angle_orthogonal(torch.randn(50, 1))), torch.ones(50))
+    with pytest.raises(ValueError, match="householder"):
+        orthogonal_from_params(torch.zeros(3, 1), 2, method="cayley")
+    with pytest.raises(ValueError, match="d=2"):
+        orthogonal_from_params(torch.zeros(3, 3), 3, method="angle")
+
+
+def test_bundle_laplacian_blocks_psd_and_kernel(karate):
+    ei, n = karate
+    d = 3
+    O = random_frames(n, d)
+    LB = bundle_laplacian(ei, O, n)
+    L = normalized_laplacian(ei, n)
+    assert torch.allclose(LB, LB.T, atol=1e-14)
+    u, v = ei[:, 0].tolist()
+    blk = LB[v * d:(v + 1) * d, u * d:(u + 1) * d]
+    assert torch.allclose(blk, L[v, u] * O[v].T @ O[u], atol=1e-14)
+    assert torch.allclose(LB[v * d:(v + 1) * d, v * d:(v + 1) * d], torch.eye(d), atol=1e-14)
+    ev, vec = torch.linalg.eigh(LB)
+    assert ev.min() > -1e-12  # PSD
+    assert int((ev < 1e-10).sum()) == d  # connected graph: ker L_B has dimension d
+    # the kernel is {O_v^T y sqrt(deg_v)}: check for every y in a basis
+    deg = torch.bincount(ei[0], minlength=n).double()
+    for y in torch.eye(d):
+        k = (O.transpose(1, 2) @ y * deg.sqrt()[:, None]).reshape(-1)
+        assert (LB @ k).abs().max() < 1e-12
+
+
+def test_bundle_laplacian_equals_sheaf_laplacian(karate):
+    """NSD's normalised sheaf Laplacian with restriction maps F_{v<e} = O_v equals L_B."""
+    ei, n = karate
+    d = 2
+    O = random_frames(n, d, seed=3)
+    und = ei[:, ei[0] < ei[1]]
+    delta = torch.zeros(und.shape[1] * d, n * d)  # coboundary: (δx)_e = F_{v<e} x_v - F_{u<e} x_u
+    for e, (u, v) in enumerate(und.T.tolist()):
+        delta[e * d:(e + 1) * d, v * d:(v + 1) * d] = O[v]
+        delta[e * d:(e + 1) * d, u * d:(u + 1) * d] = -O[u]
+    deg = torch.bincount(ei[0], minlength=n).double()
+    Dm = torch.diag(deg.repeat_interleave(d).rsqrt())
+    assert torch.allclose(Dm @ delta.T @ delta @ Dm, bundle_laplacian(ei, O, n), atol=1e-13)
+
+
+def test_gauge_invariance_of_bundle_laplacian(karate):
+    ei, n = karate
+    O = random_frames(n, 3, seed=1)
+    R = random_frames(1, 3, seed=2)[0]
+    assert torch.allclose(bundle_laplacian(ei, R @ O, n), bundle_laplacian(ei, O, n), atol=1e-13)
+
+
+@pytest.mark.parametrize("t", [0.1, 1.0, 7.5])
+def test_spectral_bundle_heat_kernel_equals_expm(karate, t):
+    ei, n = karate
+    d, m = 2, 3
+    O = random_frames(n, d, seed=4)
+    lam, phi = laplacian_eigh(ei, n)
+    x = torch.randn(n, 1, d, m)
+    out = bundle_heat_kernel(x, O[:, None], lam, phi, t).reshape(n * d, m)
+    ref = torch.from_numpy(scipy.linalg.expm(-t * bundle_laplacian(ei, O, n).numpy())) @ x.reshape(n * d, m)
+    assert (out - ref).abs().max() < 1e-10
+
+
+def test_truncated_eigs_and_sparse_operators(karate):
+    ei, n = karate
+    lam, phi = laplacian_eigh(ei, n)
+    lk, pk = laplacian_eigh(ei, n, k=8)
+    assert torch.allclose(lk, lam[:8], atol=1e-10)
+    assert torch.allclose((pk.T @ phi[:, :8]).abs(), torch.eye(8), atol=1e-8)  # same eigenvectors up to sign
+    A = normalized_adjacency(ei, n, torch.float64).to_dense()
+    assert torch.allclose(torch.eye(n) - A, normalized_laplacian(ei, n), atol=1e-14)
+    assert lam.min() > -1e-12 and lam.max() <= 2 + 1e-12
+
+
+@pytest.mark.parametrize("t", [0.5, 3.0])
+def test_taylor_meets_its_bound(karate, t):
+    ei, n = karate
+    L = normalized_laplacian(ei, n)
+    lam, phi = laplacian_eigh(ei, n)
+    y = torch.randn(n, 2, 4)
+    K = taylor_degree(t * 2.0, tol=1e-9)
+    err = (heat_kernel_taylor(y, L, t, K) - heat_kernel_spectral(y, lam, phi, t)).abs().max()
+    assert err < 1e-9 * y.abs().sum(0).max()
+    low = (heat_kernel_taylor(y, L, t, 2) - heat_kernel_spectral(y, lam, phi, t)).abs().max()
+    assert low > 10 * err  # truncation matters
+    assert taylor_degree(6.0) > taylor_degree(1.0) > taylor_degree(0.1)
+
+
+def test_per_bundle_time_and_batch_block_diag(karate):
+    ei, n = karate
+    lam, phi = laplacian_eigh(ei, n)
+    y = torch.randn(n, 2, 3)
+    t = torch.tensor([0.2, 4.0])
+    out = heat_kernel_spectral(y, lam, phi, t)
+    for b in range(2):
+        assert torch.allclose(out[:, b:b + 1], heat_kernel_spectral(y[:, b:b + 1], lam, phi, t[b]), atol=1e-13)
+    lam2, phi2 = block_diag_eig([(lam, phi), (lam, phi)])
+    y2 = torch.randn(2 * n, 2, 3)
+    out2 = heat_kernel_spectral(y2, lam2, phi2, t)
+    assert torch.allclose(out2[n:], heat_kernel_spectral(y2[n:], lam, phi, t), atol=1e-12)
+
+
+def _identity_lin(conv: BuNNConv) -> None:
+    with torch.no_grad():
+        conv.lin.weight.copy_(torch.eye(conv.channels))
+        conv.lin.bias.zero_()
+
+
+@pytest.mark.parametrize("kernel", ["spectral", "taylor"])
+def test_bunnconv_is_the_bundle_heat_kernel(karate, kernel):
+    """With W = I and no bias, the layer is exp(-t L_B) for the frames it computes (layout check)."""
+    ei, n = karate
+    torch.manual_seed(0)
+    conv = BuNNConv(8, bundle_dim=2, num_bundles=2, t_init=[0.4, 1.3], kernel=kernel, K=40).double()
+    _identity_lin(conv)
+    with torch.no_grad():
+        conv.phi[-1].weight.normal_()  # node-dependent frames
+    x = torch.randn(n, 8)
+    out, O = conv(x, ei, eig=laplacian_eigh(ei, n), return_frames=True)
+    xv, ov = x.reshape(n, 2, 2, 2), out.reshape(n, 2, 2, 2)
+    for b, t in enumerate(conv.diffusion_time().tolist()):
+        HB = torch.from_numpy(scipy.linalg.expm(-t * bundle_laplacian(ei, O[:, b], n).detach().numpy()))
+        ref = (HB @ xv[:, b].reshape(2 * n, 2)).reshape(n, 2, 2)
+        assert (ov[:, b] - ref).abs().max() < 1e-10
+
+
+@pytest.mark.parametrize("kind", ["bunn", "bunn-identity", "gcn", "sage", "gin", "mlp"])
+def test_models_are_permutation_equivariant(karate, kind):
+    ei, n = karate
+    torch.manual_seed(1)
+    model = NodeModel(kind, 3, 16, 2, layers=2, bundle_dim=2, num_bundles=4, kernel="taylor", K=6) \
+        if kind.startswith("bunn") else NodeModel(kind, 3, 16, 2, layers=2)
+    model = model.double().eval()
+    x = torch.randn(n, 3)
+    perm = torch.randperm(n)
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(n)
+    out = model(x, ei)
+    out_p = model(x[perm], inv[ei])
+    assert torch.allclose(out_p, out[perm], atol=1e-10)
+
+
+def test_spectral_and_taylor_layers_agree_and_backprop(karate):
+    ei, n = karate
+    torch.manual_seed(2)
+    spec = BuNNConv(8, 2, 2, t_init=0.7, kernel="spectral").double()
+    tay = BuNNConv(8, 2, 2, t_init=0.7, kernel="taylor", K=taylor_degree(1.4, 1e-12)).double()
+    tay.load_state_dict(spec.state_dict())
+    x = torch.randn(n, 8, requires_grad=True)
+    a = spec(x, ei, eig=laplacian_eigh(ei, n))
+    b = tay(x, normalized_adjacency(ei, n, torch.float64))
+    assert (a - b).abs().max() < 1e-10
+    (ga,) = torch.autograd.grad(a.square().sum(), x)
+    (gb,) = torch.autograd.grad(b.square().sum(), x)
+    assert (ga - gb).abs().max() < 1e-9  # the symmetric sparse product's backward is right
+
+
+def test_large_time_limit_oversmooths_only_the_trivial_bundle(karate):
+    ei, n = karate
+    d = 2
+    lam, phi = laplacian_eigh(ei, n)
+    deg = torch.bincount(ei[0], minlength=n).double()
+    L = normalized_laplacian(ei, n)
+    x = torch.randn(n, 1, d, 1)
+    eye = torch.eye(d).expand(n, 1, d, d)
+    triv = bundle_heat_kernel(x, eye, lam, phi, 1e4)[:, 0, :, 0]
+    assert (triv / deg.sqrt()[:, None]).std(0).max() < 1e-10  # constant after D^{-1/2}
+    assert dirichlet_energy(triv, L) < 1e-12
+    O = random_frames(n, d, seed=5)[:, None]
+    rot = bundle_heat_kernel(x, O, lam, phi, 1e4)[:, 0, :, 0]
+    assert dirichlet_energy(rot, L) > 0.1  # stays spread across nodes
+    # ... while its bundle Dirichlet energy vanishes: it converged to ker L_B, not to a constant
+    assert dirichlet_energy(rot.reshape(n * d, 1), bundle_laplacian(ei, O[:, 0], n)) < 1e-12
+
+
+def test_bad_options_raise():
+    with pytest.raises(ValueError, match="spectral"):
+        BuNNConv(8, 2, 2, kernel="chebyshev")
+    with pytest.raises(ValueError, match="identity"):
+        BuNNConv(8, 2, 2, frames="random")
+    with pytest.raises(ValueError, match="divisible"):
+        BuNNConv(6, 2, 2)
+    with pytest.raises(ValueError, match="gcn"):
+        NodeModel("gat", 3, 8, 1)
+    with pytest.raises(ValueError, match="eig"):
+        BuNNConv(8, 2, 2, kernel="spectral")(torch.randn(4, 8), torch.tensor([[0, 1], [1, 0]]))
+    with pytest.raises(ValueError):
+        taylor_degree(-1.0)
+    assert math.isfinite(taylor_degree(20.0))

@@ -1,0 +1,60 @@
+"""Tests of iclr25.graphs.synthetic: the Minesweeper recipe and the barbell long-range task."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+from torch_geometric.utils import degree, to_networkx
+
+from iclr25.graphs.synthetic import barbell_long_range, grid_king_edges, minesweeper_graph
+
+
+@pytest.mark.parametrize("h,w", [(1, 1), (3, 5), (7, 7)])
+def test_king_grid_matches_networkx(h, w):
+    ei = grid_king_edges(h, w)
+    G = nx.grid_2d_graph(h, w)
+    G.add_edges_from(((i, j), (i + 1, j + dj)) for i in range(h - 1) for j in range(w)
+                     for dj in (-1, 1) if 0 <= j + dj < w)
+    assert ei.shape[1] == 2 * G.number_of_edges()
+    ours = {tuple(e) for e in ei.T.tolist()}
+    ref = {(i * w + j, k * w + l) for (i, j), (k, l) in G.edges()}
+    assert ours == ref | {(b, a) for a, b in ref}
+
+
+def test_minesweeper_recipe():
+    d = minesweeper_graph(30, 20, seed=3)
+    n = 600
+    deg = degree(d.edge_index[0], n)
+    assert int(deg.max()) == 8 and int(deg.min()) == 3  # interior and corners
+    assert int(d.y.sum()) == 120  # exactly 20 % mines
+    hidden = d.x[:, 9] == 1
+    assert abs(hidden.float().mean().item() - 0.5) < 0.1
+    assert torch.all(d.x[hidden, :9] == 0) and torch.all(d.x[~hidden, :9].sum(1) == 1)
+    # the visible number is the count of neighbouring mines
+    counts = torch.zeros(n, dtype=torch.float32).index_add_(0, d.edge_index[1], d.y[d.edge_index[0]].float())
+    assert torch.equal(d.x[~hidden, :9].argmax(1).float(), counts[~hidden])
+    masks = torch.stack([d.train_mask, d.val_mask, d.test_mask]).int()
+    assert torch.all(masks.sum(0) == 1) and int(d.train_mask.sum()) == 300
+    # same seed, same graph
+    assert torch.equal(minesweeper_graph(30, 20, seed=3).x, d.x)
+    with pytest.raises(ValueError):
+        minesweeper_graph(5, 5, mine_frac=1.5)
+
+
+def test_barbell_task():
+    graphs = barbell_long_range(m=5, p=3, n_graphs=4, seed=0)
+    g = graphs[0]
+    G = to_networkx(g, to_undirected=True)
+    assert nx.is_isomorphic(G, nx.barbell_graph(5, 3))
+    A, B = torch.arange(5), torch.arange(8, 13)
+    assert torch.allclose(g.y[A], g.x[B, 0].mean().expand(5))
+    assert torch.allclose(g.y[B], g.x[A, 0].mean().expand(5))
+    assert g.mask.sum() == 10 and not g.mask[5:8].any()
+    # the Fiedler vector separates the cliques and is antisymmetric under the mirror map
+    pe = g.pe[:, 0].numpy()
+    assert np.allclose(pe, -pe[::-1], atol=1e-6) and pe[0] < 0 < pe[-1]
+    assert not torch.equal(graphs[0].x, graphs[1].x)  # fresh features per graph
+    with pytest.raises(ValueError):
+        barbell_long_range(m=1)
