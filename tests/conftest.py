@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 HEADER = textwrap.dedent("""\
     ---
@@ -55,3 +56,13 @@ def mini_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         chapter_source("A chapter that fails", "raise ZeroDivisionError('deliberate failure')"))
     monkeypatch.setenv("ICLR25_ROOT", str(tmp_path))
     return tmp_path
+
+
+@pytest.fixture
+def float64_default():
+    """Run a test with torch's default dtype set to float64, restored afterwards. Test files whose
+    kernels work in float64 use it with ``pytestmark = pytest.mark.usefixtures("float64_default")``."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)

@@ -28,13 +28,7 @@ from iclr25.graphs.bundle import (
     dirichlet_energy,
 )
 
-@pytest.fixture(autouse=True)
-def float64():
-    """Every test here runs in float64 (restored afterwards, so other test files are unaffected)."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64_default")  # every test here runs in float64
 
 
 @pytest.fixture(scope="module")

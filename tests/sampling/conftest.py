@@ -1,12 +1,8 @@
-"""The sampling kernels work in float64: run these tests with that default dtype, and restore it."""
+"""The sampling kernels work in float64: every test in this folder runs with that default dtype."""
 
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def float64_default():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
+def _float64(float64_default):
     yield
-    torch.set_default_dtype(old)
