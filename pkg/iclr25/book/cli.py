@@ -145,6 +145,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         print(f"  {name:45s} {secs:7.1f} s  {'ok' if rc == 0 else 'FAILED'}")
     print(f"  {'total':45s} {sum(t for _, t, _ in times):7.1f} s")
     _budget_report(root)
+    print(f"\nstages: {len(times) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 
