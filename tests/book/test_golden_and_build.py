@@ -4,8 +4,8 @@ from pathlib import Path
 
 import nbformat
 
-from iclr25.book.build import claim_rows, scoreboard_table, stage
-from iclr25.book.claims import CLAIMS_MIME
+from iclr25.book.build import scoreboard_table, stage
+from iclr25.book.claims import CLAIMS_MIME, notebook_claims
 from iclr25.book.golden import check_fresh, golden_path, make_golden
 from iclr25.book.registry import chapters, get_chapter
 from iclr25.book.runner import executed_path
@@ -43,7 +43,7 @@ def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
     bad = {**row, "claim": "c2", "holds": False}
     _fake_executed(mini_book, "demo/ok", [row, bad])
     _fake_executed(mini_book, "demo/broken", [row])
-    assert claim_rows(executed_path(get_chapter("demo/ok"))) == [row, bad]
+    assert notebook_claims(executed_path(get_chapter("demo/ok"))) == [row, bad]
     src = stage(mini_book, chapters(mini_book))
     assert (src / "book" / "demo" / "ok.ipynb").is_file()
     assert not (src / "book" / "demo" / "ok.md").exists()  # the executed notebook replaces the source

@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import nbformat
 
-from iclr25.book.claims import CLAIMS_MIME, _escape_md
+from iclr25.book.claims import _escape_md, notebook_claims
 from iclr25.book.registry import Chapter, chapters, find_root
 from iclr25.book.runner import ChapterFailed, executed_path, load_timings, run_chapter
 
@@ -26,27 +25,17 @@ CHAPTER_TABLE_MARK = "<!-- generated: chapter table -->"
 SCOREBOARD_MARK = "<!-- generated: scoreboard -->"
 
 
-def claim_rows(nb_path: Path) -> list[dict[str, Any]]:
-    """The claims rows stored by ``report_claims`` in an executed notebook."""
-    nb = nbformat.read(nb_path, as_version=4)
-    rows: list[dict[str, Any]] = []
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            payload = out.get("data", {}).get(CLAIMS_MIME)
-            if payload:
-                rows.extend(payload["rows"])
-    return rows
-
-
 def chapter_table(root: Path, chs: list[Chapter], link: Callable[[Chapter], str] | None = None) -> str:
-    """Markdown table: part, chapter, last measured ci/full times."""
+    """Markdown table: part, chapter, last measured ci/full times and claims held at each scale."""
     timings = load_timings(root)
-    lines = ["| part | chapter | `ci` time (s) | `full` time (s) |", "|---|---|---|---|"]
+    lines = ["| part | chapter | `ci` time (s) | `full` time (s) | claims held at `ci` / `full` |",
+             "|---|---|---|---|---|"]
     for c in chs:
         t = timings.get(c.id, {})
         name = link(c) if link else f"`{c.id}`"
         fmt = lambda s: f"{t[s]:.0f}" if s in t else "—"  # noqa: E731
-        lines.append(f"| {c.part} | {name} | {fmt('ci')} | {fmt('full')} |")
+        held = " / ".join(str(t.get(f"claims_{s}", "—")) for s in ("ci", "full"))
+        lines.append(f"| {c.part} | {name} | {fmt('ci')} | {fmt('full')} | {held} |")
     return "\n".join(lines)
 
 
@@ -87,7 +76,7 @@ def stage(root: Path, chs: list[Chapter]) -> Path:
         dest = src / f"{c.file}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(nb_path, dest)
-        rows_by_chapter[c.id] = claim_rows(nb_path)
+        rows_by_chapter[c.id] = notebook_claims(nb_path)
     intro = src / "book" / "intro.md"
     intro.write_text(intro.read_text().replace(
         CHAPTER_TABLE_MARK, chapter_table(root, chs, lambda c: f"{{doc}}`{_escape_md(c.title)} <{c.id}>`")))

@@ -15,6 +15,7 @@ The cell that makes this call is tagged ``nbval-check-output``: print only round
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 CLAIMS_MIME = "application/vnd.iclr25.claims+json"
@@ -98,3 +99,12 @@ def report_claims(chapter: str, scale: str, claims: Sequence[Claim]) -> None:
         display(data, raw=True)
     else:
         print(data["text/plain"])
+
+
+def notebook_claims(nb_path: Path) -> list[dict[str, Any]]:
+    """The claims rows that ``report_claims`` stored in an executed notebook."""
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    return [row for cell in nb.cells for out in cell.get("outputs", [])
+            for row in out.get("data", {}).get(CLAIMS_MIME, {}).get("rows", [])]

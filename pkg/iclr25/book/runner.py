@@ -22,6 +22,7 @@ from typing import Any
 
 import nbformat
 
+from iclr25.book.claims import notebook_claims
 from iclr25.book.registry import Chapter
 from iclr25.common import HEADLESS_ENV, SCALES, check_scale
 
@@ -205,14 +206,19 @@ def cached_result(chapter: Chapter, key: str) -> dict[str, Any] | None:
     return None
 
 
-def record_time(root: Path, chapter_id: str, scale: str, wall_s: float) -> None:
-    """Store the last measured wall time of a chapter at a scale in ``book/timings.json``."""
+def record_time(root: Path, chapter_id: str, scale: str, wall_s: float,
+                claims: tuple[int, int] | None = None) -> None:
+    """Store the last measured wall time of a chapter at a scale in ``book/timings.json``, and how
+    many of its claims held (``claims_<scale>: "held/total"``)."""
     path = root / TIMINGS
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         data = json.loads(path.read_text()) if path.is_file() else {}
-        data.setdefault(chapter_id, {})[scale] = round(wall_s, 1)
+        entry = data.setdefault(chapter_id, {})
+        entry[scale] = round(wall_s, 1)
+        if claims is not None:
+            entry[f"claims_{scale}"] = f"{claims[0]}/{claims[1]}"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(dict(sorted(data.items())), indent=2) + "\n")
         tmp.replace(path)
@@ -292,5 +298,7 @@ def run_chapter(chapter: Chapter, *, scale: str = "full", seed: int = 0,
     tmp.replace(out)
     meta_path(chapter).write_text(json.dumps(meta, indent=2) + "\n")
     if not overrides and seed == defaults["seed"] and scale in SCALES:
-        record_time(chapter.root, chapter.id, scale, wall)
+        rows = notebook_claims(out)
+        record_time(chapter.root, chapter.id, scale, wall,
+                    (sum(bool(r["holds"]) for r in rows), len(rows)) if rows else None)
     return RunResult(chapter.id, out, wall, cached=False)
