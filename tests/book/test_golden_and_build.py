@@ -49,6 +49,7 @@ def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
     assert not (src / "book" / "demo" / "ok.md").exists()  # the executed notebook replaces the source
     board = (src / "book" / "scoreboard.md").read_text()
     assert "**2 of 3 claims hold**" in board and "| c2 |" in board and "❌ no" in board
+    assert "## A chapter that works" in board and "| 1 of 2 |" in board
     intro = (src / "book" / "intro.md").read_text()
     assert "A chapter that works <demo/ok>" in intro
 
@@ -56,7 +57,7 @@ def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
 def test_scoreboard_table_counts() -> None:
     row = {"claim": "c", "paper": "p", "measured": "m", "holds": False, "scale": "full"}
     table = scoreboard_table({"x/y": [row]})
-    assert table.startswith("**0 of 1 claims hold**") and "| full |" in table
+    assert table.startswith("**0 of 1 claims hold**") and "`full`" in table and "| 0 of 1 |" in table
 
 
 def test_launch_notebooks_have_no_outputs(mini_book: Path) -> None:

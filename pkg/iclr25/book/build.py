@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from iclr25.book.claims import _escape_md, notebook_claims
+from iclr25.book.claims import _escape_md, _markdown_table, notebook_claims
 from iclr25.book.registry import Chapter, chapters, find_root
 from iclr25.book.runner import ChapterFailed, executed_path, load_timings, run_chapter
 
@@ -39,18 +39,25 @@ def chapter_table(root: Path, chs: list[Chapter], link: Callable[[Chapter], str]
     return "\n".join(lines)
 
 
-def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]]) -> str:
-    """Markdown table with one row per claim of every chapter."""
-    lines = ["| chapter | claim | paper reports | we measure | holds | scale |",
-             "|---|---|---|---|---|---|"]
-    for cid, rows in rows_by_chapter.items():
-        for r in rows:
-            mark = "✅ yes" if r["holds"] else "❌ no"
-            lines.append(f"| {{doc}}`{cid} <{cid}>` | {_escape_md(r['claim'])} | {_escape_md(r['paper'])} | "
-                         f"{_escape_md(r['measured'])} | {mark} | {r['scale']} |")
+def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
+                     titles: dict[str, str] | None = None) -> str:
+    """The scoreboard page body: a summary table (claims held per chapter), then each chapter's
+    claims table (the same table the chapter shows)."""
+    titles = titles or {}
     n = sum(len(r) for r in rows_by_chapter.values())
-    held = sum(r["holds"] for rows in rows_by_chapter.values() for r in rows)
-    return f"**{held} of {n} claims hold** on our measurements.\n\n" + "\n".join(lines)
+    held = sum(bool(r["holds"]) for rows in rows_by_chapter.values() for r in rows)
+    out = [f"**{held} of {n} claims hold** on our measurements.", "",
+           "| chapter | measured at scale | claims that hold |", "|---|---|---|"]
+    for cid, rows in rows_by_chapter.items():
+        title = _escape_md(titles.get(cid, cid))
+        scales = ", ".join(sorted({r["scale"] for r in rows})) or "—"
+        out.append(f"| {{doc}}`{title} <{cid}>` | `{scales}` | {sum(bool(r['holds']) for r in rows)} of {len(rows)} |")
+    for cid, rows in rows_by_chapter.items():
+        out += ["", f"## {titles.get(cid, cid)}", "",
+                f"{{doc}}`Chapter {cid} <{cid}>`, measured at scale "
+                f"`{', '.join(sorted({r['scale'] for r in rows})) or '—'}`.", ""]
+        out.append(_markdown_table(rows) if rows else "*This chapter reported no claims.*")
+    return "\n".join(out)
 
 
 def stage(root: Path, chs: list[Chapter]) -> Path:
@@ -81,7 +88,8 @@ def stage(root: Path, chs: list[Chapter]) -> Path:
     intro.write_text(intro.read_text().replace(
         CHAPTER_TABLE_MARK, chapter_table(root, chs, lambda c: f"{{doc}}`{_escape_md(c.title)} <{c.id}>`")))
     board = src / "book" / "scoreboard.md"
-    board.write_text(board.read_text().replace(SCOREBOARD_MARK, scoreboard_table(rows_by_chapter)))
+    titles = {c.id: c.title for c in chs}
+    board.write_text(board.read_text().replace(SCOREBOARD_MARK, scoreboard_table(rows_by_chapter, titles)))
     return src
 
 
