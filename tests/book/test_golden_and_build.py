@@ -39,8 +39,9 @@ def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
     (mini_book / "_config.yml").write_text("title: t\n")
     (mini_book / "book" / "intro.md").write_text("# Intro\n<!-- generated: chapter table -->\n")
     (mini_book / "book" / "scoreboard.md").write_text("# Board\n<!-- generated: scoreboard -->\n")
-    row = {"claim": "c1", "paper": "p1", "measured": "m1", "holds": True, "chapter": "demo/ok", "scale": "ci"}
-    bad = {**row, "claim": "c2", "holds": False}
+    row = {"claim": "c1", "paper": "p1", "measured": "m1", "holds": True, "kind": "paper",
+           "chapter": "demo/ok", "scale": "ci"}
+    bad = {**row, "claim": "c2", "holds": False, "kind": "check"}
     _fake_executed(mini_book, "demo/ok", [row, bad])
     _fake_executed(mini_book, "demo/broken", [row])
     assert notebook_claims(executed_path(get_chapter("demo/ok"))) == [row, bad]
@@ -48,8 +49,9 @@ def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
     assert (src / "book" / "demo" / "ok.ipynb").is_file()
     assert not (src / "book" / "demo" / "ok.md").exists()  # the executed notebook replaces the source
     board = (src / "book" / "scoreboard.md").read_text()
-    assert "**2 of 3 claims hold**" in board and "| c2 |" in board and "❌ no" in board
-    assert "## A chapter that works" in board and "| 1 of 2 |" in board
+    assert "**2 of 2 paper claims hold**" in board and "0 of 1 of our own checks" in board
+    assert "| check | c2 |" in board and "**NO**" in board
+    assert "## A chapter that works" in board and "| 1 of 1 | 0 of 1 |" in board
     intro = (src / "book" / "intro.md").read_text()
     assert "A chapter that works <demo/ok>" in intro
 
@@ -57,7 +59,7 @@ def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
 def test_scoreboard_table_counts() -> None:
     row = {"claim": "c", "paper": "p", "measured": "m", "holds": False, "scale": "full"}
     table = scoreboard_table({"x/y": [row]})
-    assert table.startswith("**0 of 1 claims hold**") and "`full`" in table and "| 0 of 1 |" in table
+    assert table.startswith("**0 of 1 paper claims hold**") and "`full`" in table and "| 0 of 1 |" in table
 
 
 def test_launch_notebooks_have_no_outputs(mini_book: Path) -> None:

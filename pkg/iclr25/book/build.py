@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from iclr25.book.claims import _escape_md, _markdown_table, notebook_claims
+from iclr25.book.claims import escape_md, held_counts, markdown_table, notebook_claims
 from iclr25.book.registry import Chapter, chapters, find_root
 from iclr25.book.runner import ChapterFailed, executed_path, load_timings, run_chapter
 
@@ -26,9 +26,10 @@ SCOREBOARD_MARK = "<!-- generated: scoreboard -->"
 
 
 def chapter_table(root: Path, chs: list[Chapter], link: Callable[[Chapter], str] | None = None) -> str:
-    """Markdown table: part, chapter, last measured ci/full times and claims held at each scale."""
+    """Markdown table: part, chapter, last measured ci/full times and how many of the paper's
+    claims held at each scale."""
     timings = load_timings(root)
-    lines = ["| part | chapter | `ci` time (s) | `full` time (s) | claims held at `ci` / `full` |",
+    lines = ["| part | chapter | `ci` time (s) | `full` time (s) | paper claims held at `ci` / `full` |",
              "|---|---|---|---|---|"]
     for c in chs:
         t = timings.get(c.id, {})
@@ -41,22 +42,27 @@ def chapter_table(root: Path, chs: list[Chapter], link: Callable[[Chapter], str]
 
 def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
                      titles: dict[str, str] | None = None) -> str:
-    """The scoreboard page body: a summary table (claims held per chapter), then each chapter's
-    claims table (the same table the chapter shows)."""
+    """The scoreboard page body: the count of the papers' claims that hold, a summary table (paper
+    claims and our checks per chapter, apart), then each chapter's claims table (the same table the
+    chapter shows: paper claims first, then checks)."""
     titles = titles or {}
-    n = sum(len(r) for r in rows_by_chapter.values())
-    held = sum(bool(r["holds"]) for rows in rows_by_chapter.values() for r in rows)
-    out = [f"**{held} of {n} claims hold** on our measurements.", "",
-           "| chapter | measured at scale | claims that hold |", "|---|---|---|"]
+    allrows = [r for rows in rows_by_chapter.values() for r in rows]
+    total = held_counts(allrows)
+    out = [f"**{total['paper'][0]} of {total['paper'][1]} paper claims hold** on our measurements "
+           f"(and {total['check'][0]} of {total['check'][1]} of our own checks: identities, sanity "
+           "checks and thresholds we chose).", "",
+           "| chapter | measured at scale | paper claims that hold | checks that pass |", "|---|---|---|---|"]
     for cid, rows in rows_by_chapter.items():
-        title = _escape_md(titles.get(cid, cid))
+        title = escape_md(titles.get(cid, cid))
         scales = ", ".join(sorted({r["scale"] for r in rows})) or "—"
-        out.append(f"| {{doc}}`{title} <{cid}>` | `{scales}` | {sum(bool(r['holds']) for r in rows)} of {len(rows)} |")
+        n = held_counts(rows)
+        out.append(f"| {{doc}}`{title} <{cid}>` | `{scales}` | {n['paper'][0]} of {n['paper'][1]} "
+                   f"| {n['check'][0]} of {n['check'][1]} |")
     for cid, rows in rows_by_chapter.items():
         out += ["", f"## {titles.get(cid, cid)}", "",
                 f"{{doc}}`Chapter {cid} <{cid}>`, measured at scale "
                 f"`{', '.join(sorted({r['scale'] for r in rows})) or '—'}`.", ""]
-        out.append(_markdown_table(rows) if rows else "*This chapter reported no claims.*")
+        out.append(markdown_table(rows) if rows else "*This chapter reported no claims.*")
     return "\n".join(out)
 
 
@@ -86,7 +92,7 @@ def stage(root: Path, chs: list[Chapter]) -> Path:
         rows_by_chapter[c.id] = notebook_claims(nb_path)
     intro = src / "book" / "intro.md"
     intro.write_text(intro.read_text().replace(
-        CHAPTER_TABLE_MARK, chapter_table(root, chs, lambda c: f"{{doc}}`{_escape_md(c.title)} <{c.id}>`")))
+        CHAPTER_TABLE_MARK, chapter_table(root, chs, lambda c: f"{{doc}}`{escape_md(c.title)} <{c.id}>`")))
     board = src / "book" / "scoreboard.md"
     titles = {c.id: c.title for c in chs}
     board.write_text(board.read_text().replace(SCOREBOARD_MARK, scoreboard_table(rows_by_chapter, titles)))

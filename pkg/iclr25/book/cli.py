@@ -69,6 +69,12 @@ def cmd_golden(args: argparse.Namespace) -> int:
 
     root = _root()
     chs = [get_chapter(n, root) for n in args.chapters] if args.chapters else chapters(root)
+    if args.verify:
+        from iclr25.book.golden import nbval_command
+
+        cmd, env, how = nbval_command(chs, kernels=args.kernels)
+        print(f"nbval on {len(chs)} golden notebook(s), no GPU, {how}", flush=True)
+        return subprocess.run(cmd, env=env, cwd=root).returncode
     if args.check:
         problems = [p for p in (check_fresh(c) for c in chs) if p]
         for p in problems:
@@ -191,6 +197,10 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("golden", help="regenerate tests/golden/<id>.ipynb at ci scale")
     g.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
     g.add_argument("--check", action="store_true", help="only check that golden notebooks are fresh")
+    g.add_argument("--verify", action="store_true",
+                   help="re-execute the golden notebooks with nbval and compare their checked cells")
+    g.add_argument("--kernels", choices=("other", "native"), default="other",
+                   help="with --verify: CPU kernel selection (default: other than this machine's)")
     g.add_argument("--force", action="store_true", help="re-execute even if cached")
     g.set_defaults(fn=cmd_golden)
     m = sub.add_parser("readme", help="rewrite the README chapter table from _toc.yml and timings")
@@ -207,7 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     from iclr25.book.registry import UnknownChapter
     from iclr25.book.runner import BadParameter, ChapterFailed
 
+    from iclr25.book.environment import apply_reproducible_env
+
     args = parser().parse_args(argv)
+    apply_reproducible_env()
     try:
         return args.fn(args)
     except (UnknownChapter, BadParameter, FileNotFoundError, ValueError) as err:

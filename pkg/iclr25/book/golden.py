@@ -72,3 +72,23 @@ def check_fresh(chapter: Chapter) -> str | None:
                                  for e in expected):
         return f"{chapter.id}: the golden notebook was not made with scale='ci', seed=0; {fix}"
     return None
+
+
+def nbval_command(chs: list[Chapter], *, kernels: str = "other") -> tuple[list[str], dict[str, str], str]:
+    """The nbval run that re-executes the golden notebooks of ``chs`` and compares the checked
+    cells, without a GPU, under the ``native`` or the ``other`` CPU kernel selection
+    (:func:`iclr25.book.environment.other_kernels_env`). Returns (command, environment, a
+    description of the kernels)."""
+    import sys
+
+    from iclr25.book.environment import describe, golden_env, other_kernels_env
+
+    if kernels not in ("native", "other"):
+        raise ValueError(f"unknown kernel selection {kernels!r}; valid: native, other")
+    env = golden_env()
+    if kernels == "other":
+        env.update(other_kernels_env())
+    paths = [str(golden_path(c).relative_to(c.root)) for c in chs]
+    cmd = [sys.executable, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider",
+           "-c", "tests/pytest.ini", "--rootdir", ".", *paths]
+    return cmd, env, describe(env) if kernels == "other" else "native kernels"

@@ -22,7 +22,7 @@ from typing import Any
 
 import nbformat
 
-from iclr25.book.claims import notebook_claims
+from iclr25.book.claims import held_counts, notebook_claims
 from iclr25.book.registry import Chapter
 from iclr25.common import HEADLESS_ENV, SCALES, check_scale
 
@@ -209,7 +209,7 @@ def cached_result(chapter: Chapter, key: str) -> dict[str, Any] | None:
 def record_time(root: Path, chapter_id: str, scale: str, wall_s: float,
                 claims: tuple[int, int] | None = None) -> None:
     """Store the last measured wall time of a chapter at a scale in ``book/timings.json``, and how
-    many of its claims held (``claims_<scale>: "held/total"``)."""
+    many of the paper's claims held (``claims_<scale>: "held/total"``)."""
     path = root / TIMINGS
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
@@ -299,6 +299,5 @@ def run_chapter(chapter: Chapter, *, scale: str = "full", seed: int = 0,
     meta_path(chapter).write_text(json.dumps(meta, indent=2) + "\n")
     if not overrides and seed == defaults["seed"] and scale in SCALES:
         rows = notebook_claims(out)
-        record_time(chapter.root, chapter.id, scale, wall,
-                    (sum(bool(r["holds"]) for r in rows), len(rows)) if rows else None)
+        record_time(chapter.root, chapter.id, scale, wall, held_counts(rows)["paper"] if rows else None)
     return RunResult(chapter.id, out, wall, cached=False)

@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable, TypeVar
 
 import numpy as np
 
+from iclr25.common.cache import atomic_write, cache_dir, cached  # noqa: F401 - re-exported
+
 SCALES = ("ci", "full")
 """The two scales every chapter supports: ``ci`` (<= 45 s on 2 cores) and ``full`` (<= 5 min)."""
 
@@ -114,12 +116,3 @@ def explore(fn: Callable[..., Any], **controls: Any) -> Any:
     import ipywidgets as widgets
 
     return widgets.interact(fn, **controls)
-
-
-def cache_dir(*parts: str) -> Path:
-    """A per-user cache folder for data a chapter generates once (``$ICLR25_CACHE`` or
-    ``~/.cache/iclr25``), created on demand."""
-    root = Path(os.environ.get("ICLR25_CACHE", Path.home() / ".cache" / "iclr25"))
-    path = root.joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
-    return path

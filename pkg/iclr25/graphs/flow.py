@@ -6,12 +6,12 @@ Lattice units: grid spacing 1, time step 1, sound speed ``c_s = 1/sqrt(3)``, kin
 bottom (bounce-back), a parabolic velocity inlet on the left (Zou-He), a zero-gradient outlet on
 the right and a bounce-back cylinder. Above ``Re ~ 50`` the wake sheds a von Karman vortex street.
 
-The dataset is cached in ``iclr25.common.cache_dir("piorf")`` under a key made of its parameters.
+The dataset is cached with ``iclr25.common.cached`` under a key made of its parameters and of the
+source of this module and of :mod:`iclr25.graphs.mesh`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 
@@ -220,17 +220,36 @@ def cylinder_flow_dataset(num_trajectories: int, frames: int, every: int = 20, s
     list of dicts with ``pos`` [N, 2], ``cells`` [F, 3], ``node_type`` [N], ``velocity``
     [T, N, 2], ``pressure`` [T, N] and ``params`` (the channel, as a JSON string).
     """
-    from iclr25.common import cache_dir
-    from iclr25.graphs.mesh import NodeType, graded_cylinder_mesh
+    import sys
+
+    from iclr25.common import cached
+    from iclr25.graphs import mesh
 
     params = dict(num_trajectories=num_trajectories, frames=frames, every=every, spinup=spinup,
-                  nx=nx, ny=ny, h_min=h_min, h_max=h_max, seed=seed, version=1)
-    key = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache_dir("piorf") / f"cylinder_flow_{key}.npz"
-    if use_cache and path.exists():
+                  nx=nx, ny=ny, h_min=h_min, h_max=h_max, seed=seed)
+
+    def save(out: list[dict[str, np.ndarray]], path) -> None:
+        with open(path, "wb") as f:
+            np.savez_compressed(f, **{f"{i}/{k}": v for i, d in enumerate(out) for k, v in d.items()})
+
+    def load(path) -> list[dict[str, np.ndarray]]:
         with np.load(path) as z:
-            return [{k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(f"{i}/")}
-                    for i in range(num_trajectories)]
+            out = [{k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(f"{i}/")}
+                   for i in range(num_trajectories)]
+        if any(not d for d in out):
+            raise ValueError(f"{path} holds fewer than {num_trajectories} trajectories")
+        return out
+
+    return cached("piorf", "cylinder_flow", lambda: _simulate_dataset(**params), key=params,
+                  code=[sys.modules[__name__], mesh], save=save, load=load, suffix=".npz",
+                  use_cache=use_cache)
+
+
+def _simulate_dataset(num_trajectories: int, frames: int, every: int, spinup: int, nx: int, ny: int,
+                      h_min: float, h_max: float, seed: int) -> list[dict[str, np.ndarray]]:
+    """The trajectories of :func:`cylinder_flow_dataset`, simulated (no cache)."""
+    from iclr25.graphs.mesh import NodeType, graded_cylinder_mesh
+
     dx = 0.01
     rng = np.random.default_rng(seed)
     out = []
@@ -248,6 +267,4 @@ def cylinder_flow_dataset(num_trajectories: int, frames: int, every: int = 20, s
         out.append(dict(pos=pos.astype(np.float32), cells=cells.astype(np.int64), node_type=node_type,
                         velocity=v, pressure=grid_to_points(prs, pos, dx),
                         params=np.array(json.dumps(asdict(ch)))))
-    if use_cache:
-        np.savez_compressed(path, **{f"{i}/{k}": v for i, d in enumerate(out) for k, v in d.items()})
     return out

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict
 from typing import Callable
 
@@ -65,15 +63,6 @@ def train_lm(model: TinyLM, batch_fn: BatchFn, steps: int, *, lr: float = 3e-3,
     return losses
 
 
-def toy_lm_key(cfg: TinyLMConfig, **train_kwargs: object) -> str:
-    """A cache key for the toy LM: config, training arguments, corpus version, torch threads."""
-    from iclr25.lm.language import CORPUS_VERSION
-
-    blob = json.dumps({"cfg": asdict(cfg), "train": train_kwargs, "corpus": CORPUS_VERSION,
-                       "threads": torch.get_num_threads(), "torch": torch.__version__}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 def pretrained_toy_lm(cfg: TinyLMConfig | None = None, *, steps: int = 600, batch_size: int = 32,
                       lr: float = 3e-3, answer_weight: float = 10.0, seed: int = 0, use_cache: bool = True,
                       progress: bool = False) -> tuple[TinyLM, dict]:
@@ -81,40 +70,45 @@ def pretrained_toy_lm(cfg: TinyLMConfig | None = None, *, steps: int = 600, batc
 
     Default: 48-wide, 2 layers, 4 heads (about 60k parameters), 600 AdamW steps of 32
     documents, answer words weighted 10x. Trained once per (config, training arguments, seed,
-    torch threads) and cached in
-    ``iclr25.common.cache_dir("lm")``; training is deterministic, so a cache hit returns the
-    same weights a fresh run would make on this machine.
+    torch threads, source of the model, the language and this module) and cached with
+    :func:`iclr25.common.cached` in ``cache_dir("lm")``; training is deterministic, so a cache
+    hit returns the same weights a fresh run would make on this machine.
 
     Returns
     -------
     model : TinyLM in eval mode, on the CPU
-    info : dict with ``losses`` (per step; empty on a cache hit), ``cached`` and ``path``.
+    info : dict with ``losses`` (per step) and ``cached`` (whether the weights came from the cache).
     """
-    from iclr25.common import cache_dir
+    import sys
+
+    from iclr25.common import cached
+    from iclr25.lm import language, model as model_module
     from iclr25.lm.language import pretraining_batch, toy_vocab
 
     vocab = toy_vocab()
     cfg = cfg or TinyLMConfig(vocab_size=len(vocab), d_model=48, d_ff=192)
     if cfg.vocab_size != len(vocab):
         raise ValueError(f"cfg.vocab_size={cfg.vocab_size} but the toy vocabulary has {len(vocab)} words")
-    key = toy_lm_key(cfg, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                     answer_weight=answer_weight)
-    path = cache_dir("lm") / f"toy-{key}.pt"
+    made = []
+
+    def train() -> dict:
+        torch.manual_seed(seed)
+        fresh = TinyLM(cfg)
+        rng = np.random.default_rng([seed, 1234])
+        losses = train_lm(fresh, lambda step: pretraining_batch(rng, vocab, batch_size, answer_weight=answer_weight),
+                          steps, lr=lr, progress=progress)
+        made.append(True)
+        return {"model": fresh.state_dict(), "losses": losses}
+
+    key = {"cfg": asdict(cfg), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
+           "answer_weight": answer_weight, "threads": torch.get_num_threads()}
+    state = cached("lm", "toy", train, key=key, code=[sys.modules[__name__], model_module, language],
+                   use_cache=use_cache)
     torch.manual_seed(seed)
     model = TinyLM(cfg)
-    if use_cache and path.exists():
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        model.load_state_dict(state["model"])
-        model.eval()
-        return model, {"losses": state["losses"], "cached": True, "path": path}
-    rng = np.random.default_rng([seed, 1234])
-    losses = train_lm(model, lambda step: pretraining_batch(rng, vocab, batch_size, answer_weight=answer_weight), steps,
-                      lr=lr, progress=progress)
-    if use_cache:
-        tmp = path.with_suffix(".tmp")
-        torch.save({"model": model.state_dict(), "losses": losses}, tmp)
-        tmp.replace(path)
-    return model, {"losses": losses, "cached": False, "path": path}
+    model.load_state_dict(state["model"])
+    model.eval()
+    return model, {"losses": state["losses"], "cached": not made}
 
 
 @torch.no_grad()
