@@ -26,8 +26,8 @@ def chapter_source(title: str, body: str) -> str:
     """A minimal jupytext chapter with a parameters cell and ``body`` as its last code cell."""
     cells = [
         f"# {title}",
-        "```{code-cell} ipython3\n:tags: [parameters]\n\nscale = \"full\"\nseed = 0\nn = 3\n```",
-        "```{code-cell} ipython3\nprint(\"scale\", scale, \"n\", n)\n```",
+        "```{code-cell} ipython3\n:tags: [parameters]\n\nscale = \"full\"\nseed = 0\nn = 3\nverbose = True\n```",
+        "```{code-cell} ipython3\nprint(\"scale\", scale, \"n\", n, \"verbose\", verbose)\n```",
         f"```{{code-cell}} ipython3\n{body}\n```",
     ]
     return HEADER + "\n" + "\n\n".join(cells) + "\n"
@@ -51,6 +51,7 @@ def mini_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             chapters:
               - file: book/scoreboard
         """))
+    (tmp_path / "book" / "scoreboard.md").write_text("# Board\n<!-- generated: scoreboard -->\n")
     (tmp_path / "book" / "demo" / "ok.md").write_text(chapter_source("A chapter that works", "x = n * 2\nprint(x)\nif False:  # a static dependency on the package\n    import iclr25.dummy"))
     (tmp_path / "book" / "demo" / "broken.md").write_text(
         chapter_source("A chapter that fails", "raise ZeroDivisionError('deliberate failure')"))

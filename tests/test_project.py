@@ -7,7 +7,7 @@ import yaml
 from iclr25.book.golden import golden_path
 from iclr25.book.readme import readme_chapter_ids
 from iclr25.book.registry import chapters
-from iclr25.book.runner import parameters_cell, read_chapter
+from iclr25.book.params import parameters_cell, read_chapter
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,6 @@ from iclr25.book.build import scoreboard_table, stage
 from iclr25.book.claims import CLAIMS_MIME, notebook_claims
 from iclr25.book.golden import check_fresh, golden_path, make_golden
 from iclr25.book.registry import chapters, get_chapter
-from iclr25.book.runner import executed_path
 
 
 def test_golden_made_fresh_then_stale(mini_book: Path) -> None:
@@ -19,20 +18,38 @@ def test_golden_made_fresh_then_stale(mini_book: Path) -> None:
     assert check_fresh(ch) is None
     nb = nbformat.read(path, as_version=4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
+    assert "iclr25" not in nb.metadata  # the run's cache metadata stays out of the golden
+    # an execution of the same code compares equal to the golden; a changed output does not
+    from iclr25.book.golden import NO_GPU, compare_with_golden
+    from iclr25.book.runner import run_chapter
+
+    res = run_chapter(ch, scale="ci", progress=False, env=NO_GPU)
+    assert res.cached  # make_golden ran exactly this
+    assert compare_with_golden(ch, res.notebook) is None
+    nb.cells[-1].metadata.setdefault("tags", []).append("nbval-check-output")
+    nbformat.write(nb, path)
+    run_nb = nbformat.read(res.notebook, as_version=4)
+    run_nb.cells[-1].metadata.setdefault("tags", []).append("nbval-check-output")
+    run_nb.cells[-1].outputs[0]["text"] = "7\n"
+    changed = res.notebook.with_name("changed.ipynb")
+    nbformat.write(run_nb, changed)
+    msg = compare_with_golden(ch, changed)
+    assert msg and "-6" in msg and "+7" in msg
     ch.path.write_text(ch.path.read_text().replace("x = n * 2", "x = n * 4"))
     msg = check_fresh(ch)
     assert msg and "python -m iclr25 golden demo/ok" in msg
 
 
-def _fake_executed(root: Path, cid: str, rows: list[dict]) -> None:
+def _fake_executed(root: Path, cid: str, rows: list[dict]) -> Path:
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("report_claims(...)")
     cell.outputs = [nbformat.v4.new_output("display_data", data={
         "text/plain": "table", CLAIMS_MIME: {"chapter": cid, "scale": "ci", "rows": rows}})]
     nb.cells.append(cell)
-    path = executed_path(get_chapter(cid, root))
+    path = root / "_build" / "fake" / f"{cid}.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
+    return path
 
 
 def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
@@ -42,10 +59,10 @@ def test_stage_fills_scoreboard_and_chapter_table(mini_book: Path) -> None:
     row = {"claim": "c1", "paper": "p1", "measured": "m1", "holds": True, "kind": "paper",
            "chapter": "demo/ok", "scale": "ci"}
     bad = {**row, "claim": "c2", "holds": False, "kind": "check"}
-    _fake_executed(mini_book, "demo/ok", [row, bad])
-    _fake_executed(mini_book, "demo/broken", [row])
-    assert notebook_claims(executed_path(get_chapter("demo/ok"))) == [row, bad]
-    src = stage(mini_book, chapters(mini_book))
+    nbs = {"demo/ok": _fake_executed(mini_book, "demo/ok", [row, bad]),
+           "demo/broken": _fake_executed(mini_book, "demo/broken", [row])}
+    assert notebook_claims(nbs["demo/ok"]) == [row, bad]
+    src = stage(mini_book, chapters(mini_book), nbs)
     assert (src / "book" / "demo" / "ok.ipynb").is_file()
     assert not (src / "book" / "demo" / "ok.md").exists()  # the executed notebook replaces the source
     board = (src / "book" / "scoreboard.md").read_text()

@@ -1,7 +1,7 @@
 """Render the book from executed notebooks.
 
 ``build_book`` executes every chapter that is not cached (``runner.run_chapter``), then lays out
-a staging tree ``_build/src`` in which each chapter's ``.md`` is replaced by its executed
+a staging tree ``_build/src-<scale>`` in which each chapter's ``.md`` is replaced by its executed
 ``.ipynb``, fills the generated parts (the chapter table on the intro page, the reproduction
 scoreboard), and runs Sphinx through Jupyter Book's configuration with warnings as errors.
 Jupyter Book itself executes nothing (``execute_notebooks: off``).
@@ -18,8 +18,10 @@ from typing import Any, Callable
 
 
 from iclr25.book.claims import escape_md, held_counts, markdown_table, notebook_claims
+from iclr25.book.params import MissingParameters
 from iclr25.book.registry import Chapter, chapters, find_root
-from iclr25.book.runner import ChapterFailed, executed_path, load_timings, run_chapter
+from iclr25.book.runner import ChapterFailed, run_chapter
+from iclr25.book.timings import load_timings
 
 CHAPTER_TABLE_MARK = "<!-- generated: chapter table -->"
 SCOREBOARD_MARK = "<!-- generated: scoreboard -->"
@@ -66,9 +68,16 @@ def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
     return "\n".join(out)
 
 
-def stage(root: Path, chs: list[Chapter]) -> Path:
-    """Lay out ``_build/src``: config, toc, pages, and each chapter as its executed notebook."""
-    src = root / "_build" / "src"
+def html_dir(root: Path, scale: str) -> Path:
+    """Where the book rendered at ``scale`` goes: ``_build/html`` (full, what readers get) or
+    ``_build/html-ci`` (the test command's book), so the tests never overwrite the real book."""
+    return root / "_build" / ("html" if scale == "full" else f"html-{scale}")
+
+
+def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path | None = None) -> Path:
+    """Lay out the staging tree (default ``_build/src``): config, toc, pages, and each chapter as
+    its executed notebook ``notebooks[chapter id]``."""
+    src = src or root / "_build" / "src"
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
@@ -85,7 +94,7 @@ def stage(root: Path, chs: list[Chapter]) -> Path:
     (src / "pkg").symlink_to(root / "pkg", target_is_directory=True)
     rows_by_chapter: dict[str, list[dict[str, Any]]] = {}
     for c in chs:
-        nb_path = executed_path(c)
+        nb_path = notebooks[c.id]
         dest = src / f"{c.file}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(nb_path, dest)
@@ -108,7 +117,7 @@ def render(src: Path, out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
     cmd = [sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going", "-q", "-b", "html",
-           "-d", str(src.parent / "doctrees"), str(src), str(out)]
+           "-d", str(src.parent / f"doctrees-{src.name}"), str(src), str(out)]
     proc = subprocess.run(cmd, text=True, capture_output=True)
     if proc.returncode != 0:
         raise RuntimeError("the book did not render (Sphinx, warnings as errors):\n"
@@ -116,21 +125,29 @@ def render(src: Path, out: Path) -> None:
 
 
 def build_book(scale: str = "full", *, force: bool = False, root: Path | None = None,
-               echo: Callable[[str], None] = print) -> Path:
-    """Execute what is not cached, then render ``_build/html``. Returns the index page."""
+               record: bool = False, echo: Callable[[str], None] = print) -> Path:
+    """Execute what is not cached, then render the book (:func:`html_dir`). Returns the index
+    page. A failing chapter (or one without a parameters cell) is reported and the others still
+    run; the book is rendered only when every chapter succeeded."""
     root = root or find_root()
     chs = chapters(root)
     failures: list[str] = []
     timings = load_timings(root)
     ran: list[float] = []
+    notebooks: dict[str, Path] = {}
     for i, c in enumerate(chs, 1):
         t0 = time.perf_counter()
         try:
-            res = run_chapter(c, scale=scale, force=force, progress=False)
-        except ChapterFailed as err:
+            res = run_chapter(c, scale=scale, force=force, progress=False, record=record)
+        except (ChapterFailed, MissingParameters) as err:
             failures.append(str(err))
             echo(f"[{i}/{len(chs)}] {c.id} FAILED: {err}")
+            log = getattr(err, "log", None)
+            if log is not None:
+                tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+                echo("    kernel log (last lines):\n" + "\n".join(f"    | {ln}" for ln in tail))
             continue
+        notebooks[c.id] = res.notebook
         if not res.cached:
             ran.append(time.perf_counter() - t0)
         # what is left: the last measured time of each remaining chapter (else the mean so far)
@@ -142,6 +159,6 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
         raise RuntimeError(f"{len(failures)} chapter(s) failed; the book was not rendered:\n"
                            + "\n".join(failures))
     echo("rendering the book (Sphinx, warnings as errors) ...")
-    out = root / "_build" / "html"
-    render(stage(root, chs), out)
+    out = html_dir(root, scale)
+    render(stage(root, chs, notebooks, root / "_build" / f"src-{scale}"), out)
     return out / "index.html"

@@ -7,11 +7,8 @@ a failing chapter) are printed as one clear message and exit with status 2 (bad 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from iclr25.common import SCALES
@@ -25,7 +22,7 @@ def _root() -> Path:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from iclr25.book.registry import chapters
-    from iclr25.book.runner import load_timings
+    from iclr25.book.timings import load_timings
 
     root = _root()
     timings = load_timings(root)
@@ -49,16 +46,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         if fixed in overrides:
             raise SystemExit(f"error: set {fixed} with --{fixed}, not -p")
     print(f"running {chapter.id} at scale={args.scale} seed={args.seed} ...", flush=True)
-    res = run_chapter(chapter, scale=args.scale, seed=args.seed, overrides=overrides, force=args.force)
+    res = run_chapter(chapter, scale=args.scale, seed=args.seed, overrides=overrides, force=args.force,
+                      record=args.record)
     state = "cached, not re-executed" if res.cached else "executed"
     print(f"{chapter.id}: {state} in {res.wall_s:.1f} s -> {res.notebook.relative_to(chapter.root)}")
+    if args.record and not res.cached:
+        print("time recorded in book/timings.json (`python -m iclr25 readme` copies it into README.md)")
     return 0
 
 
 def cmd_book(args: argparse.Namespace) -> int:
     from iclr25.book.build import build_book
 
-    index = build_book(args.scale, force=args.force, root=_root())
+    index = build_book(args.scale, force=args.force, root=_root(), record=args.record)
     print(f"book written: {index}")
     return 0
 
@@ -80,11 +80,35 @@ def cmd_golden(args: argparse.Namespace) -> int:
         for p in problems:
             print(p)
         print(f"golden notebooks: {len(chs) - len(problems)} fresh, {len(problems)} stale")
+        if args.compare:
+            problems += _compare_ci_runs(chs)
         return 1 if problems else 0
     for c in chs:
         path = make_golden(c, force=args.force)
         print(f"{c.id}: {path.relative_to(root)}")
     return 0
+
+
+def _compare_ci_runs(chs: list) -> list[str]:
+    """Compare each chapter's stored ``ci`` execution (made by ``book --scale ci`` on this
+    machine's native kernels, without a GPU) with its golden; no chapter is executed again."""
+    from iclr25.book.golden import NO_GPU, compare_with_golden
+    from iclr25.book.runner import find_result
+
+    problems, compared = [], 0
+    for c in chs:
+        path = find_result(c, scale="ci", seed=0, env=NO_GPU)
+        if path is None:
+            print(f"{c.id}: no ci execution of the current code without a GPU to compare (nbval still checks it)")
+            continue
+        compared += 1
+        msg = compare_with_golden(c, path)
+        if msg:
+            print(msg)
+            problems.append(msg)
+    print(f"ci executions vs golden notebooks (native kernels): {compared - len(problems)} equal, "
+          f"{len(problems)} differ, {len(chs) - compared} not compared")
+    return problems
 
 
 def cmd_readme(args: argparse.Namespace) -> int:
@@ -106,76 +130,10 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
-def offline_prefix() -> list[str]:
-    """A command prefix that runs its command without network (a new network namespace with only
-    the loopback up, which the Jupyter kernel needs), or ``[]`` where the machine does not allow it."""
-    if not (shutil.which("unshare") and shutil.which("ip")):
-        return []
-    prefix = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
-    ok = subprocess.run([*prefix, "true"], capture_output=True).returncode == 0
-    return prefix if ok else []
-
-
-def _stage(name: str, cmd: list[str], times: list[tuple[str, float, int]], offline: bool = False) -> int:
-    prefix = offline_prefix() if offline else []
-    if prefix:
-        cmd = [*prefix, *cmd]
-        name += " (network off)"
-    print(f"\n=== {name}: {' '.join(cmd)}", flush=True)
-    t0 = time.perf_counter()
-    rc = subprocess.run(cmd).returncode
-    times.append((name, time.perf_counter() - t0, rc))
-    print(f"=== {name}: {'ok' if rc == 0 else f'FAILED (exit {rc})'} in {time.perf_counter() - t0:.1f} s",
-          flush=True)
-    return rc
-
-
 def cmd_test(args: argparse.Namespace) -> int:
-    root = _root()
-    py = sys.executable
-    times: list[tuple[str, float, int]] = []
-    os.chdir(root)
-    stages = [
-        ("1 package and runner tests", [py, "-m", "pytest", "-q", "tests", "--ignore=tests/golden",
-                                        "--ignore=tests/benchmarks"], False),
-        ("2 chapters at ci + book render", [py, "-m", "iclr25", "book", "--scale", "ci"], True),
-        ("3 golden freshness", [py, "-m", "iclr25", "golden", "--check"], False),
-        ("4 nbval on golden notebooks", [py, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env",
-                                         "-p", "no:cacheprovider", "tests/golden"], True),
-    ]
-    failed = 0
-    for name, cmd, offline in stages:
-        failed += _stage(name, cmd, times, offline) != 0
-    print("\nstage times:")
-    for name, secs, rc in times:
-        print(f"  {name:45s} {secs:7.1f} s  {'ok' if rc == 0 else 'FAILED'}")
-    print(f"  {'total':45s} {sum(t for _, t, _ in times):7.1f} s")
-    _budget_report(root)
-    print(f"\nstages: {len(times) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    from iclr25.book.testing import run_tests
 
-
-CI_BUDGET_S = 45.0
-
-
-def _budget_report(root: Path) -> None:
-    """Each chapter's measured ci time against the 45 s budget (from this run's executions)."""
-    import json
-
-    from iclr25.book.registry import chapters
-    from iclr25.book.runner import meta_path
-
-    print("\nchapter times at ci (budget 45 s on 2 cores):")
-    for c in chapters(root):
-        meta = meta_path(c)
-        if not meta.is_file():
-            print(f"  {c.id:30s}   not executed")
-            continue
-        data = json.loads(meta.read_text())
-        if data["params"].get("scale") != "ci":
-            continue
-        flag = "ok" if data["wall_s"] <= CI_BUDGET_S else "OVER BUDGET"
-        print(f"  {c.id:30s} {data['wall_s']:6.1f} s  {flag}")
+    return run_tests(_root(), skip=set(args.skip or []))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -189,14 +147,19 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-p", "--param", action="append", metavar="NAME=VALUE",
                    help="override a parameter of the chapter's parameters cell")
     r.add_argument("--force", action="store_true", help="re-execute even if cached")
+    r.add_argument("--record", action="store_true",
+                   help="write the wall time into book/timings.json (measure on a quiet 2-core machine)")
     r.set_defaults(fn=cmd_run)
     b = sub.add_parser("book", help="execute uncached chapters and render _build/html")
     b.add_argument("--scale", choices=SCALES, default="full")
     b.add_argument("--force", action="store_true", help="re-execute every chapter")
+    b.add_argument("--record", action="store_true", help="write the wall times into book/timings.json")
     b.set_defaults(fn=cmd_book)
     g = sub.add_parser("golden", help="regenerate tests/golden/<id>.ipynb at ci scale")
     g.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
     g.add_argument("--check", action="store_true", help="only check that golden notebooks are fresh")
+    g.add_argument("--compare", action="store_true",
+                   help="with --check: also compare the stored ci executions with the goldens")
     g.add_argument("--verify", action="store_true",
                    help="re-execute the golden notebooks with nbval and compare their checked cells")
     g.add_argument("--kernels", choices=("other", "native"), default="other",
@@ -209,13 +172,17 @@ def parser() -> argparse.ArgumentParser:
     n = sub.add_parser("notebooks", help="write clean .ipynb launch notebooks (Colab/Binder)")
     n.add_argument("--out", help="output folder (default _build/notebooks)")
     n.set_defaults(fn=cmd_notebooks)
-    sub.add_parser("test", help="the full test suite, stage by stage, with times").set_defaults(fn=cmd_test)
+    t = sub.add_parser("test", help="the full test suite, stage by stage, with times")
+    t.add_argument("--skip", action="append", choices=("unit", "latest", "chapters", "compare", "nbval"),
+                   help="skip a stage (for local iteration; CI runs them all)")
+    t.set_defaults(fn=cmd_test)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    from iclr25.book.params import BadParameter
     from iclr25.book.registry import UnknownChapter
-    from iclr25.book.runner import BadParameter, ChapterFailed
+    from iclr25.book.runner import ChapterFailed
 
     from iclr25.book.environment import apply_reproducible_env
 
