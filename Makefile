@@ -11,11 +11,12 @@ SCALE  ?= full
 venv: $(VENV)/.installed
 
 # torch first, alone: `pip install torch==2.13.0` takes the local CPU wheel; then the rest, pinned.
-$(VENV)/.installed: pkg/pyproject.toml pkg/constraints.txt
+$(VENV)/.installed: pkg/pyproject.toml pkg/constraints.txt pkg/requirements-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c pkg/constraints.txt torch==2.13.0
 	$(PY) -m pip install -q -c pkg/constraints.txt -e "pkg[book,test]"
+	$(PY) -m pip install -q --no-deps -r pkg/requirements-nodeps.txt
 	touch $@
 
 book: venv

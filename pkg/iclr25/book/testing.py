@@ -50,6 +50,7 @@ def latest_env_commands(root: Path, python: str = sys.executable) -> list[list[s
             [vpy, "-m", "pip", "install", "-q", PINNED_TORCH],
             [vpy, "-m", "pip", "install", "-q", "--upgrade", "--upgrade-strategy", "eager",
              "-e", f"{root / 'pkg'}[test]", PINNED_TORCH],
+            [vpy, "-m", "pip", "install", "-q", "--no-deps", "-r", str(root / "pkg" / "requirements-nodeps.txt")],
             [vpy, "-c", "import numpy, scipy, sklearn, matplotlib, torch, torch_geometric, ot;"
                         "print('newest releases: numpy', numpy.__version__, 'scipy', scipy.__version__,"
                         "'scikit-learn', sklearn.__version__, 'matplotlib', matplotlib.__version__,"
