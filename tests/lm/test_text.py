@@ -1,0 +1,43 @@
+"""Real text corpus and byte-level language-model batches."""
+
+import math
+
+import pytest
+import torch
+
+from iclr25.lm.text import (decode_bytes, encode_bytes, mean_nll, perplexity, pydoc_text, random_blocks,
+                            sequential_blocks, split_ids)
+
+
+def test_pydoc_corpus_is_real_english_and_round_trips() -> None:
+    text = pydoc_text()
+    assert len(text) > 300_000 and "The for statement" in text
+    ids = encode_bytes(text)
+    assert ids.dtype == torch.int64 and int(ids.max()) < 256
+    assert decode_bytes(ids) == text
+
+
+def test_split_and_blocks_are_shifted_views() -> None:
+    ids = torch.arange(1000)
+    train, val = split_ids(ids, 0.1)
+    assert len(train) == 900 and len(val) == 100 and val[0] == 900
+    x, y = random_blocks(train, 8, 16, generator=torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (8, 16) and torch.equal(y, x + 1)
+    x, y = sequential_blocks(val, 16)
+    assert x.shape == (6, 16) and torch.equal(y, x + 1) and x[0, 0] == 900
+    with pytest.raises(ValueError, match="fewer than block"):
+        sequential_blocks(torch.arange(10), 16)
+
+
+def test_uniform_model_has_perplexity_of_vocabulary() -> None:
+    class Uniform(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(*x.shape, 256) + self.w
+
+    ids = encode_bytes("hello world, " * 50)
+    assert mean_nll(Uniform(), ids, 32) == pytest.approx(math.log(256))
+    assert perplexity(Uniform(), ids, 32) == pytest.approx(256)
