@@ -11,7 +11,7 @@ from iclr25.lm.text import (decode_bytes, encode_bytes, mean_nll, perplexity, py
 
 def test_pydoc_corpus_is_real_english_and_round_trips() -> None:
     text = pydoc_text()
-    assert len(text) > 300_000 and "The for statement" in text
+    assert len(text) > 300_000 and "Assert statements" in text
     ids = encode_bytes(text)
     assert ids.dtype == torch.int64 and int(ids.max()) < 256
     assert decode_bytes(ids) == text
@@ -40,4 +40,4 @@ def test_uniform_model_has_perplexity_of_vocabulary() -> None:
 
     ids = encode_bytes("hello world, " * 50)
     assert mean_nll(Uniform(), ids, 32) == pytest.approx(math.log(256))
-    assert perplexity(Uniform(), ids, 32) == pytest.approx(256)
+    assert perplexity(Uniform(), ids, 32) == pytest.approx(256, rel=1e-5)
