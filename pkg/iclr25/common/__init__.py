@@ -70,6 +70,7 @@ def start(scale: str, seed: int = 0, *, threads: int | None = None) -> "torch.de
     check_scale(scale)
     torch.set_num_threads(threads or min(2, os.cpu_count() or 1))
     seed_everything(seed)
+    inline_figures()
     try:
         import matplotlib as mpl
 
@@ -78,6 +79,24 @@ def start(scale: str, seed: int = 0, *, threads: int | None = None) -> "torch.de
     except ImportError:  # pragma: no cover
         pass
     return device()
+
+
+def inline_figures() -> None:
+    """In a Jupyter kernel, make figures show in the notebook even when ``MPLBACKEND`` names a
+    non-interactive backend: the book's runner sets ``Agg`` for its own process, kernels inherit it,
+    and ``plt.show()`` then drew nothing, so executed chapters had no figures. Outside a kernel
+    (a script, the tests) nothing changes."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with the kernel
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return
+    import matplotlib
+
+    if "inline" not in matplotlib.get_backend():
+        shell.run_line_magic("matplotlib", "inline")
 
 
 def headless() -> bool:
