@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 
 from iclr25.book.claims import escape_md, held_counts, markdown_table, notebook_claims
+from iclr25.book.quiet import captured_stderr
 from iclr25.book.registry import Chapter, chapters, find_root
 from iclr25.book.runner import ChapterFailed, executed_path, load_timings, run_chapter
 
@@ -152,10 +153,13 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
     for i, c in enumerate(chs, 1):
         t0 = time.perf_counter()
         try:
-            res = run_chapter(c, scale=scale, force=force, progress=False)
+            with captured_stderr() as kernel_output:  # kernel chatter: shown only on failure
+                res = run_chapter(c, scale=scale, force=force, progress=False)
         except ChapterFailed as err:
             failures.append(str(err))
             echo(f"[{i}/{len(chs)}] {c.id} FAILED: {err}")
+            if kernel_output.text().strip():
+                echo(kernel_output.text().rstrip())
             continue
         if not res.cached:
             ran.append(time.perf_counter() - t0)

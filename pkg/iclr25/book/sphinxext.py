@@ -9,7 +9,8 @@
   checked) name the package's objects by their public path (``iclr25.common.cached``) or by a short
   name; both resolve to where the object is documented, its defining module. Names from torch,
   numpy, scipy ... cannot resolve offline (no intersphinx) and are not reported.
-- **No console errors.** The theme's colour mode starts from "auto" when none is stored.
+- **No console errors.** The theme's colour mode starts from "auto" when none is stored, and a
+  script registered twice is included once.
 
 Jupyter Book loads it through ``sphinx: extra_extensions`` in ``_config.yml``.
 """
@@ -92,7 +93,9 @@ def canonical_name(obj: Any) -> str | None:
 def _missing_reference(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     """Resolve a Python reference through the package's namespaces: ``iclr25.common.cached`` is
     documented where it is defined, ``iclr25.common.cache.cached``; a short name used in a module's
-    docstring is looked up in that module (imports included). Type variables render as text."""
+    docstring is looked up in that module (imports included). A name that denotes something this
+    reference does not document (another library's object, a constant, a private helper, a type
+    variable) is shown as text; only a name that denotes nothing is reported."""
     from typing import TypeVar
 
     if node.get("refdomain") != "py":
@@ -102,14 +105,12 @@ def _missing_reference(app: Any, env: Any, node: Any, contnode: Any) -> Any:
         return None
     obj = resolve_python_name(target, node.get("py:module"), node.get("py:class"))
     if obj is None:
-        return None
-    if isinstance(obj, TypeVar):
-        return contnode
+        return None  # names nothing: reported (unless EXTERNAL_NAMES says it is another library's)
     name = canonical_name(obj)
-    if not name or not name.startswith("iclr25.") or name == target:
-        return None
+    if isinstance(obj, TypeVar) or not name or not name.startswith("iclr25.") or name == target:
+        return contnode  # another library's object, a constant, a type variable: shown as text
     domain = env.get_domain("py")
-    return domain.resolve_xref(env, node["refdoc"], app.builder, "obj", name, node, contnode)
+    return domain.resolve_xref(env, node["refdoc"], app.builder, "obj", name, node, contnode) or contnode
 
 
 def mathjax_source() -> Path:
@@ -144,6 +145,19 @@ def _config_inited(app: Any, config: Any) -> None:
     config.nitpick_ignore_regex = [*getattr(config, "nitpick_ignore_regex", []), *EXTERNAL_NAMES]
 
 
+def _unique_scripts(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    """Drop repeated scripts from a page: sphinx-thebe and sphinx-togglebutton register their inline
+    settings twice under Jupyter Book, and a second ``const THEBE_JS_URL`` is a script error."""
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for script in context.get("script_files", []):
+        key = (str(getattr(script, "filename", script)), repr(sorted(getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(script)
+    context["script_files"] = unique
+
+
 def _build_finished(app: Any, exc: BaseException | None) -> None:
     if exc is None and app.builder.format == "html":
         copy_mathjax(Path(app.outdir) / "_static" / "mathjax")
@@ -152,6 +166,7 @@ def _build_finished(app: Any, exc: BaseException | None) -> None:
 def setup(app: Any) -> dict[str, Any]:
     app.connect("config-inited", _config_inited)
     app.connect("missing-reference", _missing_reference)
+    app.connect("html-page-context", _unique_scripts, priority=900)
     app.add_js_file(None, body=THEME_MODE_JS, priority=100)
     app.connect("build-finished", _build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
