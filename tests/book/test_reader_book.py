@@ -153,3 +153,18 @@ def test_browser_checks_flag_what_a_reader_would_miss(tmp_path: Path) -> None:
     board = browser.PageReport("scoreboard")
     browser.check_scoreboard({"h2": ["Chapter A"]}, board, ["Chapter A", "Chapter B"])
     assert board.problems == ["no section for chapter(s): Chapter B"]
+
+
+def test_build_prints_one_line_per_chapter_and_kernel_output_only_on_failure(
+        mini_book: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from iclr25.book.build import build_book
+
+    lines: list[str] = []
+    with pytest.raises(RuntimeError, match="1 chapter"):
+        build_book("ci", root=mini_book, echo=lines.append)
+    err = capfd.readouterr().err
+    assert "IPKernelApp" not in err and "KeyboardInterrupt" not in err, err
+    ok = [ln for ln in lines if ln.startswith("[1/2] demo/ok")]
+    assert len(ok) == 1 and "\n" not in ok[0]
+    failed = "\n".join(lines[lines.index(next(ln for ln in lines if "demo/broken FAILED" in ln)):])
+    assert "ZeroDivisionError" in failed

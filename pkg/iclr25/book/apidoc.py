@@ -80,11 +80,18 @@ def module_constants(module: str) -> list[str]:
 
 
 def summary(obj: object) -> str:
-    """The first line of ``obj``'s docstring with its roles turned into literals (a summary table
-    cell must not hold references that only resolve inside the object's own context)."""
-    text = first_line(inspect.getdoc(obj))
-    text = re.sub(r":[\w:]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`", r"``\1``", text)
-    return text.replace("|", "\\|")
+    """The first sentence of ``obj``'s docstring (its first paragraph, joined), with roles turned
+    into literals: a summary table cell must not hold references that only resolve inside the
+    object's own context, nor a literal cut in two."""
+    doc = inspect.getdoc(obj) or ""
+    paragraph = " ".join(ln.strip() for ln in doc.strip().split("\n\n")[0].splitlines())
+    text = re.sub(r"(?<![`\w]):[\w:]+:`(?!`)~?([^`<]*?)(?:\s*<[^>]*>)?`", r"``\1``", paragraph)
+    cut = re.search(r"(?<=\.)\s", text)
+    if cut and text[: cut.start()].count("``") % 2 == 0:
+        text = text[: cut.start()]
+    if text.count("``") % 2:
+        text = text.replace("``", "")
+    return text.rstrip(":").replace("|", "\\|")
 
 
 def _short_repr(value: object, width: int = 70) -> str:

@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -542,9 +541,10 @@ def launch_notebook(ch: Chapter, ctx: Context) -> nbformat.NotebookNode:
 
 # ------------------------------------------------------------------ the tree
 def _tracked_files(root: Path, folder: str) -> list[Path] | None:
-    """Files of ``folder`` that git tracks (None outside git)."""
+    """Files of ``folder`` that git tracks or would track (not ignored), None outside git."""
     try:
-        out = subprocess.run(["git", "ls-files", "-z", folder], cwd=root, capture_output=True, check=True).stdout
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", folder],
+                             cwd=root, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     files = [root / f for f in out.decode().split("\0") if f]
@@ -710,7 +710,3 @@ def check_tree(tree: Path) -> list[str]:
                 or f"@{commit}#subdirectory=pkg" not in first.source:
             problems.append(f"{name}: the first cell does not install the package at commit {commit!r} on Colab")
     return problems
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use `python -m iclr25 notebooks`")

@@ -146,12 +146,13 @@ def _config_inited(app: Any, config: Any) -> None:
 
 
 def _unique_scripts(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
-    """Drop repeated scripts from a page: sphinx-thebe and sphinx-togglebutton register their inline
-    settings twice under Jupyter Book, and a second ``const THEBE_JS_URL`` is a script error."""
+    """Drop repeated scripts from a page: an inline script added after the builder started is
+    registered twice by Sphinx 7.4 (once with the file name None, once with ""), so sphinx-thebe's
+    settings came twice, and a second ``const THEBE_JS_URL`` is a script error."""
     seen: set[tuple[str, str]] = set()
     unique = []
     for script in context.get("script_files", []):
-        key = (str(getattr(script, "filename", script)), repr(sorted(getattr(script, "attributes", {}).items())))
+        key = (str(getattr(script, "filename", script) or ""), repr(sorted(getattr(script, "attributes", {}).items())))
         if key not in seen:
             seen.add(key)
             unique.append(script)
