@@ -80,13 +80,19 @@ def site(root: Path) -> Site:
                 colab_url=str(launch.get("colab_url", "https://colab.research.google.com")))
 
 
+#: Tracked files that running chapters rewrite (measurements, not content): not "local changes".
+MEASUREMENTS = ("book/timings.json",)
+
+
 def git_commit(root: Path) -> tuple[str, bool]:
-    """``(HEAD's full hash, whether tracked files differ from it)``; ``("", True)`` outside git."""
+    """``(HEAD's full hash, whether tracked files differ from it)`` (the measured timings aside);
+    ``("", True)`` outside git."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "", True
-    return head, bool(dirty)
+    changed = [line[3:].strip() for line in status.splitlines() if line.strip()]
+    return head, any(path not in MEASUREMENTS for path in changed)
