@@ -127,10 +127,10 @@ def api_page(pkg_root: Path, sub: str) -> str:
         documented = ModuleAnalyzer.for_module(m).find_attr_docs()
         mod = importlib.import_module(m)
         for name in module_constants(m):
-            if ("", name) in documented:
-                lines += [f".. autodata:: {name}", "   :no-value:", ""]
-            else:
-                lines += [f".. py:data:: {name}", f"   :value: {_short_repr(getattr(mod, name))}", ""]
+            lines += [f".. py:data:: {name}", f"   :value: {_short_repr(getattr(mod, name))}", ""]
+            comment = [ln for ln in documented.get(("", name), []) if ln.strip()]
+            if comment:  # its ``#:`` comment, as written (napoleon would read "x (y): z" as a type)
+                lines += [f"   {ln}" for ln in comment] + [""]
         for name, obj in members:
             if inspect.isclass(obj):
                 lines += [f".. autoclass:: {name}", "   :members:", "   :undoc-members:",
