@@ -78,14 +78,3 @@ def test_scoreboard_table_counts() -> None:
     table = scoreboard_table({"x/y": [row]})
     assert table.startswith("**0 of 1 paper claims hold**") and "`full`" in table and "| 0 of 1 |" in table
 
-
-def test_launch_notebooks_have_no_outputs(mini_book: Path) -> None:
-    from iclr25.book.launch import write_launch_notebooks
-
-    (mini_book / "environment.yml").write_text("name: x\n")
-    (mini_book / "README.md").write_text("# x\n")
-    out = write_launch_notebooks(mini_book)
-    nb = nbformat.read(out / "book" / "demo" / "ok.ipynb", as_version=4)
-    assert nb.metadata["kernelspec"]["name"] == "python3"
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
-    assert (out / "postBuild").stat().st_mode & 0o100 and (out / "pkg").is_dir()

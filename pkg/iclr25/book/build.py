@@ -68,6 +68,10 @@ def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
     return "\n".join(out)
 
 
+#: Written in the repository's pages, replaced by ``repository.url`` of ``_config.yml`` at staging.
+REPOSITORY_URL_MARK = "{{ repository_url }}"
+
+
 def html_dir(root: Path, scale: str) -> Path:
     """Where the book rendered at ``scale`` goes: ``_build/html`` (full, what readers get) or
     ``_build/html-ci`` (the test command's book), so the tests never overwrite the real book."""
@@ -76,7 +80,12 @@ def html_dir(root: Path, scale: str) -> Path:
 
 def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path | None = None) -> Path:
     """Lay out the staging tree (default ``_build/src``): config, toc, pages, and each chapter as
-    its executed notebook ``notebooks[chapter id]``."""
+    its executed notebook ``notebooks[chapter id]``; fill the generated parts (chapter table,
+    scoreboard, API reference pages, the repository's URL)."""
+    import yaml
+
+    from iclr25.book.apidoc import add_to_toc, write_api_pages
+
     src = src or root / "_build" / "src"
     if src.exists():
         shutil.rmtree(src)
@@ -84,12 +93,15 @@ def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path 
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(root / name, src / name)
     chapter_sources = {c.path.resolve() for c in chs}
+    pages: list[Path] = []
     for f in (root / "book").rglob("*"):
         if f.is_dir() or f.resolve() in chapter_sources or f.suffix in {".ipynb", ".json", ".lock"}:
             continue
         dest = src / f.relative_to(root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, dest)
+        if dest.suffix == ".md":
+            pages.append(dest)
     # literalinclude paths in chapters point at ../../pkg/...: link the package into the tree
     (src / "pkg").symlink_to(root / "pkg", target_is_directory=True)
     rows_by_chapter: dict[str, list[dict[str, Any]]] = {}
@@ -100,16 +112,30 @@ def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path 
         shutil.copy2(nb_path, dest)
         rows_by_chapter[c.id] = notebook_claims(nb_path)
     intro = src / "book" / "intro.md"
-    intro.write_text(intro.read_text().replace(
-        CHAPTER_TABLE_MARK, chapter_table(root, chs, lambda c: f"{{doc}}`{escape_md(c.title)} <{c.id}>`")))
+    if intro.is_file():
+        intro.write_text(intro.read_text().replace(
+            CHAPTER_TABLE_MARK, chapter_table(root, chs, lambda c: f"{{doc}}`{escape_md(c.title)} <{c.id}>`")))
     board = src / "book" / "scoreboard.md"
-    titles = {c.id: c.title for c in chs}
-    board.write_text(board.read_text().replace(SCOREBOARD_MARK, scoreboard_table(rows_by_chapter, titles)))
+    if board.is_file():
+        titles = {c.id: c.title for c in chs}
+        board.write_text(board.read_text().replace(SCOREBOARD_MARK, scoreboard_table(rows_by_chapter, titles)))
+    api_files = write_api_pages(src, root / "pkg")
+    if api_files:
+        toc = yaml.safe_load((src / "_toc.yml").read_text())
+        add_to_toc(toc, api_files)
+        (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    if any(REPOSITORY_URL_MARK in p.read_text() for p in pages):
+        from iclr25.book.site import site
+
+        url = site(root).repository_url
+        for p in pages:
+            p.write_text(p.read_text().replace(REPOSITORY_URL_MARK, url))
     return src
 
 
 def render(src: Path, out: Path) -> None:
-    """Jupyter Book's Sphinx configuration, then ``sphinx-build -W -n --keep-going``."""
+    """Jupyter Book's Sphinx configuration, then ``sphinx-build -W -n --keep-going``; the HTML
+    serves MathJax itself (:mod:`iclr25.book.sphinxext`), so it renders without a network."""
     jb = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
     proc = subprocess.run([*jb, "config", "sphinx", str(src)], capture_output=True, text=True)
     if proc.returncode != 0:

@@ -1,4 +1,4 @@
-"""``python -m iclr25``: list, run, book, golden, readme, notebooks, test.
+"""``python -m iclr25``: list, run, book, golden, readme, notebooks, publish, browser, test.
 
 Every command reads the chapters from ``_toc.yml``. Errors (unknown chapter, scale or parameter;
 a failing chapter) are printed as one clear message and exit with status 2 (bad input) or 1.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from iclr25.common import SCALES
@@ -123,11 +124,43 @@ def cmd_readme(args: argparse.Namespace) -> int:
 
 
 def cmd_notebooks(args: argparse.Namespace) -> int:
-    from iclr25.book.launch import write_launch_notebooks
+    from iclr25.book.launch import check_tree, execute_launch_notebooks, write_launch_notebooks
 
-    out = write_launch_notebooks(_root(), Path(args.out) if args.out else None)
-    print(f"launch notebooks written under {out}")
+    root = _root()
+    t0 = time.perf_counter()
+    out = write_launch_notebooks(root, Path(args.out) if args.out else None)
+    problems = check_tree(out)
+    for p in problems:
+        print(p)
+    n = len(list(out.glob("book/*/*.ipynb")))
+    print(f"launch notebooks: {n} written under {out} in {time.perf_counter() - t0:.1f} s, "
+          f"{len(problems)} problem(s) (MyST left, outputs, install cell)")
+    if problems:
+        return 1
+    if args.execute_ci:
+        failures = execute_launch_notebooks(out, scale="ci", chapter_ids=args.chapters or None)
+        print(f"launch notebooks at ci from {out} (package from {out / 'pkg'}): "
+              f"{n - len(failures)} ran, {len(failures)} failed, {time.perf_counter() - t0:.1f} s in all")
+        return 1 if failures else 0
     return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from iclr25.book.publish import publish
+
+    publish(_root(), scale=args.scale, out=Path(args.out) if args.out else None,
+            allow_dirty=args.allow_dirty, execute=not args.no_execute_check)
+    return 0
+
+
+def cmd_browser(args: argparse.Namespace) -> int:
+    from iclr25.book.browser import check_book
+
+    root = _root()
+    html = Path(args.html) if args.html else root / "_build" / "html"
+    shots = Path(args.screenshots) if args.screenshots else root / "_build"
+    problems = check_book(html, root, screenshots=shots)
+    return 1 if problems else 0
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -169,13 +202,28 @@ def parser() -> argparse.ArgumentParser:
     m = sub.add_parser("readme", help="rewrite the README chapter table from _toc.yml and timings")
     m.add_argument("--check", action="store_true", help="fail if the table is out of date")
     m.set_defaults(fn=cmd_readme)
-    n = sub.add_parser("notebooks", help="write clean .ipynb launch notebooks (Colab/Binder)")
+    n = sub.add_parser("notebooks", help="write the launch notebooks (Colab/Binder) and check them")
     n.add_argument("--out", help="output folder (default _build/notebooks)")
+    n.add_argument("--execute-ci", action="store_true",
+                   help="then execute each at ci with the package from the written tree")
+    n.add_argument("--chapters", nargs="*", help="with --execute-ci: only these chapter ids")
     n.set_defaults(fn=cmd_notebooks)
     t = sub.add_parser("test", help="the full test suite, stage by stage, with times")
-    t.add_argument("--skip", action="append", choices=("unit", "latest", "chapters", "compare", "nbval"),
+    t.add_argument("--skip", action="append", choices=("unit", "latest", "chapters", "launch", "browser", "compare", "nbval"),
                    help="skip a stage (for local iteration; CI runs them all)")
     t.set_defaults(fn=cmd_test)
+    pb = sub.add_parser("publish", help="from one clean commit: the HTML book, the notebooks tree and Binder files")
+    pb.add_argument("--scale", choices=SCALES, default="full")
+    pb.add_argument("--out", help="output folder (default _build/publish)")
+    pb.add_argument("--allow-dirty", action="store_true",
+                    help="publish although tracked files differ from HEAD (the notebooks then pin HEAD)")
+    pb.add_argument("--no-execute-check", action="store_true",
+                    help="skip executing the launch notebooks at ci before publishing")
+    pb.set_defaults(fn=cmd_publish)
+    bw = sub.add_parser("browser", help="check the built book in headless Chromium, network off")
+    bw.add_argument("--html", help="the built book (default _build/html)")
+    bw.add_argument("--screenshots", help="where the screenshots go (default _build)")
+    bw.set_defaults(fn=cmd_browser)
     return p
 
 

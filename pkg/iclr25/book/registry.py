@@ -62,7 +62,7 @@ class Chapter:
 
     @property
     def title(self) -> str:
-        """The first ``# `` heading of the source (the id if the file has none yet)."""
+        """The first ``"# "`` heading of the source (the id if the file has none yet)."""
         if self.path.is_file():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 if line.startswith("# "):

@@ -10,7 +10,6 @@ leaves no result behind, keeps the failed notebook in ``_build/failed/`` for ins
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
@@ -25,6 +24,7 @@ import nbformat
 from iclr25.book import cache
 from iclr25.book.claims import held_counts, notebook_claims
 from iclr25.book.environment import apply_reproducible_env
+from iclr25.book.quiet import captured_stderr
 from iclr25.book.params import (BadParameter, MissingParameters, check_overrides, parameters_cell,  # noqa: F401
                                 parse_overrides, read_chapter)
 from iclr25.book.registry import Chapter
@@ -141,7 +141,7 @@ def run_chapter(chapter: Chapter, *, scale: str = "full", seed: int = 0,
         os.environ.update({**extra_env, HEADLESS_ENV: "1"})
         t0 = time.perf_counter()
         try:
-            with _quiet_stderr(work / "kernel.log", enabled=not progress):
+            with captured_stderr(enabled=not progress) as kernel_output:
                 pm.execute_notebook(str(src), str(out), parameters=params, kernel_name="python3",
                                     progress_bar=progress, cwd=str(chapter.path.parent),
                                     execution_timeout=timeout_s, report_mode=False, log_output=False)
@@ -151,8 +151,8 @@ def run_chapter(chapter: Chapter, *, scale: str = "full", seed: int = 0,
             if out.is_file():
                 os.replace(out, failed_path)
                 failed = failed_path
-            if (work / "kernel.log").is_file():
-                os.replace(work / "kernel.log", log_path)
+            if kernel_output.text().strip():
+                log_path.write_text(kernel_output.text())
             _cleanup(work)
             if isinstance(err, KeyboardInterrupt):
                 raise
@@ -199,25 +199,6 @@ def _uses_cuda(extra_env: dict[str, str]) -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
-
-
-@contextlib.contextmanager
-def _quiet_stderr(log: Path, *, enabled: bool):
-    """Send this process's (and so the kernel's) stderr to ``log`` while ``enabled``: kernel
-    chatter is shown only when a chapter fails (the log is kept beside the failed notebook)."""
-    if not enabled:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(log, "wb") as f:
-        os.dup2(f.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def _mkdir(p: Path) -> Path:

@@ -6,9 +6,13 @@
    numpy/scipy/matplotlib behaviour fails here before it fails for a reader;
 3. every chapter at ``ci`` (network off) and the test book rendered with warnings as errors into
    ``_build/html-ci`` (the reader's ``_build/html`` is never touched);
-4. golden freshness, and the ``ci`` executions of stage 3 compared with the goldens (native CPU
+4. that book opened in headless Chromium with the network off (math typeset, figures loaded,
+   claims tables, launch buttons, no console errors; :mod:`iclr25.book.browser`);
+5. the launch notebooks (Colab/Binder) written, checked free of MyST, and executed at ``ci`` with
+   the package from their own tree (:mod:`iclr25.book.launch`);
+6. golden freshness, and the ``ci`` executions of stage 3 compared with the goldens (native CPU
    kernels, nothing executed again);
-5. nbval re-executes the golden notebooks under a CPU kernel selection other than this machine's
+7. nbval re-executes the golden notebooks under a CPU kernel selection other than this machine's
    (what another CPU computes), without a GPU and with the network off.
 
 Each stage prints its time; the command ends with ``stages: N passed, N failed``.
@@ -83,9 +87,13 @@ def run_tests(root: Path, *, skip: set[str] | None = None) -> int:
         ("latest", "2 unit tests on the newest releases (needs PyPI)", latest_env_commands(root, py), None),
         ("chapters", f"3 chapters at ci + test book render{net_off}",
          [[*offline, py, "-m", "iclr25", "book", "--scale", "ci"]], None),
-        ("compare", "4 golden freshness + ci runs vs goldens (native kernels)",
+        ("browser", f"4 test book in headless Chromium{net_off}",
+         [[*offline, py, "-m", "iclr25", "browser", "--html", "_build/html-ci"]], None),
+        ("launch", f"5 launch notebooks at ci from their own tree{net_off}",
+         [[*offline, py, "-m", "iclr25", "notebooks", "--execute-ci"]], None),
+        ("compare", "6 golden freshness + ci runs vs goldens (native kernels)",
          [[py, "-m", "iclr25", "golden", "--check", "--compare"]], None),
-        ("nbval", f"5 nbval on golden notebooks, other CPU kernels ({other}), no GPU{net_off}",
+        ("nbval", f"7 nbval on golden notebooks, other CPU kernels ({other}), no GPU{net_off}",
          [[*offline, py, "-m", "iclr25", "golden", "--verify", "--kernels", "other"]], golden_env()),
     ]
     times: list[tuple[str, float, int]] = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
@@ -70,6 +71,7 @@ def start(scale: str, seed: int = 0, *, threads: int | None = None) -> "torch.de
     check_scale(scale)
     torch.set_num_threads(threads or min(2, os.cpu_count() or 1))
     seed_everything(seed)
+    inline_figures()
     try:
         import matplotlib as mpl
 
@@ -78,6 +80,24 @@ def start(scale: str, seed: int = 0, *, threads: int | None = None) -> "torch.de
     except ImportError:  # pragma: no cover
         pass
     return device()
+
+
+def inline_figures() -> None:
+    """In a Jupyter kernel, make figures show in the notebook even when ``MPLBACKEND`` names a
+    non-interactive backend: the book's runner sets ``Agg`` for its own process, kernels inherit it,
+    and ``plt.show()`` then drew nothing, so executed chapters had no figures. Outside a kernel
+    (a script, the tests) nothing changes."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with the kernel
+        return
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return
+    import matplotlib
+
+    if "inline" not in matplotlib.get_backend():
+        shell.run_line_magic("matplotlib", "inline")
 
 
 def headless() -> bool:
@@ -97,22 +117,53 @@ def progress(iterable: Iterable[T], **kwargs: Any) -> Iterable[T]:
     return tqdm(iterable, **kwargs)
 
 
+def control_default(control: Any) -> Any:
+    """The value a control of :func:`explore` starts at: a widget's ``value``; for an abbreviation
+    the value ``ipywidgets.interact`` would start at (``(lo, hi[, step])``: the middle, on a step;
+    a list or dict of options: the first; a plain value: itself). Computed without ipywidgets, so
+    the static figure does not depend on which version (7.x or 8.x) is installed, or on any."""
+    if hasattr(control, "value") and not isinstance(control, (tuple, list, dict)):
+        return control.value
+    if isinstance(control, tuple) and 2 <= len(control) <= 3 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in control):
+        lo, hi = control[0], control[1]
+        step = control[2] if len(control) == 3 else None
+        diff = hi - lo
+        value = lo + diff / 2
+        if not isinstance(value, type(diff)):  # integer bounds: an integer in the middle
+            value = lo + diff // 2
+        if step is not None:
+            value = lo + int((value - lo) / step) * step
+        return value
+    if isinstance(control, dict):
+        return next(iter(control.values()))
+    if isinstance(control, (list, tuple)) and control:
+        first = control[0]
+        return first[1] if isinstance(first, tuple) and len(first) == 2 and isinstance(first[0], str) else first
+    return control
+
+
 def explore(fn: Callable[..., Any], **controls: Any) -> Any:
     """An ipywidgets control for a reader, with a static fallback for the rendered book.
 
     ``controls`` are ipywidgets abbreviations (``N=(16, 256, 16)``) or widgets, as for
     :func:`ipywidgets.interact`. Headless (the book build), ``fn`` is called once with each
-    control's default value (``defaults=`` kwarg of the control via ``value``), so the page
-    shows a static figure.
+    control's default value (:func:`control_default`), so the page shows a static figure. With a
+    reader, the controls work with ipywidgets 7.x (what Colab ships) and 8.x; where no widgets can
+    be shown (ipywidgets missing or failing) the static figure is drawn instead, with a note.
     """
+    defaults = {name: control_default(ctl) for name, ctl in controls.items()}
     if headless():
+        return fn(**defaults)
+    try:
         import ipywidgets as widgets
 
-        values = {}
-        for name, ctl in controls.items():
-            w = ctl if isinstance(ctl, widgets.ValueWidget) else widgets.interactive.widget_from_abbrev(ctl)
-            values[name] = w.value
-        return fn(**values)
-    import ipywidgets as widgets
+        if "google.colab" in sys.modules and int(widgets.__version__.split(".")[0]) >= 8:
+            from google.colab import output  # type: ignore[import-not-found]
 
-    return widgets.interact(fn, **controls)
+            output.enable_custom_widget_manager()  # Colab shows ipywidgets 8 through it
+        return widgets.interact(fn, **controls)
+    except Exception as err:  # noqa: BLE001 - any failure of the widget layer: show the static figure
+        print(f"(interactive controls unavailable: {type(err).__name__}: {err}; "
+              "showing the figure at the default values)")
+        return fn(**defaults)

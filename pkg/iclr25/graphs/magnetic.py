@@ -13,7 +13,7 @@ edge ``u -> v``, self-loops dropped, duplicates merged) and a potential ``q``, w
   edges forwards and ``l - k`` backwards, so that ``omega^l (A_q^l)_{uv} = sum_k Phi[l, k] omega^{2k}``.
 
 Contents: the operators, brute-force and multi-q (inverse DFT) walk profiles, the PE transforms
-(multi-q / single-q magnetic, symmetrised Laplacian, SVD) as torch-geometric ``BaseTransform``s,
+(multi-q / single-q magnetic, symmetrised Laplacian, SVD) as torch-geometric ``BaseTransform`` classes,
 the basis-invariant (SPE-style) pair features, and a small pair regressor that consumes them.
 """
 

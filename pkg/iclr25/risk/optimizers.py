@@ -130,6 +130,7 @@ def sorel(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float
       ``w_{k+1} ~ argmin_w lam_{k+1} @ l(w) + mu/2 ||w||^2 + ||w - w_k||^2 / (2 rho_k)`` by n SVRG steps
       of size ``lr`` from ``w_k`` (snapshot ``w_k``);
       ``theta = k/(k+1)``, ``tau = c_dual (k+1)/n``, ``rho = c_prox n/(k+1)`` (k counts outer steps).
+
     Cost: n evaluations (losses and snapshot gradients at w_k) + 2n (inner steps) per outer step.
 
     Parameters
