@@ -72,6 +72,19 @@ def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
 REPOSITORY_URL_MARK = "{{ repository_url }}"
 
 
+def write_for_book(executed: Path, dest: Path) -> None:
+    """Copy an executed chapter into the staging tree, hiding papermill's injected-parameters cell
+    (the claims table and the parameters cell already say the scale)."""
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    nbformat.write(nb, dest)
+
+
 def html_dir(root: Path, scale: str) -> Path:
     """Where the book rendered at ``scale`` goes: ``_build/html`` (full, what readers get) or
     ``_build/html-ci`` (the test command's book), so the tests never overwrite the real book."""
@@ -109,7 +122,7 @@ def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path 
         nb_path = notebooks[c.id]
         dest = src / f"{c.file}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(nb_path, dest)
+        write_for_book(nb_path, dest)
         rows_by_chapter[c.id] = notebook_claims(nb_path)
     intro = src / "book" / "intro.md"
     if intro.is_file():
