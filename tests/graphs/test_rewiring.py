@@ -175,6 +175,9 @@ def test_hop_coverage_closed_form_on_a_path():
     # pairs within 1 hop on a path: 2 (n - 1) ordered pairs out of n (n - 1)
     assert abs(hop_coverage(ei, n, 1) - 2 * (n - 1) / (n * (n - 1))) < 1e-12
     assert hop_coverage(ei, n, n - 1) == 1.0
+    ei2, n2 = _grid(5)
+    ei2 = add_edges(ei2, torch.tensor([0, 3]), torch.tensor([24, 17]), n2)
+    assert hop_coverage(ei2, n2, [1, 3, 6]) == [hop_coverage(ei2, n2, h) for h in (1, 3, 6)]
 
 
 def test_kernels_keep_results_on_the_input_device():

@@ -19,7 +19,7 @@ their inputs to the CPU and their results back.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -226,18 +226,24 @@ def _adjacency(edge_index: Tensor, num_nodes: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(row.size), (row, col)), shape=(num_nodes, num_nodes))
 
 
-def hop_coverage(edge_index: Tensor, num_nodes: int, hops: int) -> float:
+def hop_coverage(edge_index: Tensor, num_nodes: int, hops: int | Sequence[int]) -> float | list[float]:
     """Fraction of ordered node pairs ``(u, v)``, ``u != v``, within ``hops`` hops.
 
     An ``L``-block message-passing network computes node ``v``'s output from exactly the nodes
-    within ``L`` hops, so this is the share of input-output pairs it can connect at all.
+    within ``L`` hops, so this is the share of input-output pairs it can connect at all. For one
+    ``hops`` the ``L``-hop reachability is built by ``L`` sparse products; for a sequence, all hop
+    distances are computed once (breadth-first search from every node) and a list is returned.
     """
     adj = _adjacency(edge_index, num_nodes)
+    pairs = num_nodes * (num_nodes - 1)
+    if not isinstance(hops, int):
+        dist = csgraph.shortest_path(adj, unweighted=True, directed=False)
+        return [float(((dist <= h).sum() - num_nodes) / pairs) for h in hops]
     reach = sp.identity(num_nodes, format="csr")
     step = (adj + sp.identity(num_nodes)).astype(bool).astype(np.float64)
     for _ in range(hops):
         reach = (reach @ step).astype(bool).astype(np.float64)
-    return float((reach.nnz - num_nodes) / (num_nodes * (num_nodes - 1)))
+    return float((reach.nnz - num_nodes) / pairs)
 
 
 def hop_ball(edge_index: Tensor, num_nodes: int, center: int, hops: int) -> Tensor:
