@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch_geometric.utils import from_networkx
 
-from iclr25.graphs.curvature import exact_w1, node_curvature, ollivier_ricci
+from iclr25.graphs.curvature import exact_w1, node_curvature, ollivier_ricci, tree_edge_curvature
 
 
 def _kappa(g, alpha=0.5):
@@ -35,6 +35,27 @@ def test_tree_edge_jost_liu(dx, dy, alpha):
     mask = (ei[0] == 0) & (ei[1] == 1)
     kappa0 = -2 * max(1 - 1 / dx - 1 / dy, 0)
     assert abs(k[mask].item() - (1 - alpha) * kappa0) < 1e-12
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.25, 0.5, 0.9])
+def test_tree_closed_form_on_random_trees_with_leaves(alpha):
+    """kappa = min(2 alpha, -2 (1 - alpha)(1 - 1/d_x - 1/d_y)) on every edge of a tree."""
+    g = nx.random_labeled_tree(30, seed=4)
+    k, ei = _kappa(g, alpha)
+    deg = dict(g.degree)
+    for (u, v), val in zip(ei.T.tolist(), k.tolist()):
+        assert abs(val - tree_edge_curvature(deg[u], deg[v], alpha)) < 1e-12
+
+
+def test_lazy_tree_curvature_is_scaled_jost_liu_only_without_leaves():
+    for dx in range(1, 6):
+        for dy in range(1, 6):
+            scaled = 0.5 * -2 * max(1 - 1 / dx - 1 / dy, 0)
+            same = abs(tree_edge_curvature(dx, dy, 0.5) - scaled) < 1e-12
+            assert same == (dx >= 2 and dy >= 2), (dx, dy)
+    assert tree_edge_curvature(1, 4, 0.5) == 0.25  # a leaf edge: 1/d_y, not 0
+    with pytest.raises(ValueError, match="degrees"):
+        tree_edge_curvature(0, 3)
 
 
 def test_barbell_bridge():

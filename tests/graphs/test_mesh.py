@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.graphs.mesh import (FlowSimulator, GraphNetBlock, MeshGraphNet, NodeType, Normalizer,
+from iclr25.graphs.mesh import (FlowSimulator, GraphNetBlock, MeshGraphNet, NodeType, Normalizer, cross2,
                                 graded_cylinder_mesh, mesh_edge_features, triangles_to_edges)
 
 
@@ -16,13 +16,21 @@ def mesh():
 def test_mesh_covers_the_channel_minus_the_disc(mesh):
     pos, cells, nt = mesh
     e = pos[cells]
-    area = 0.5 * np.cross(e[:, 1] - e[:, 0], e[:, 2] - e[:, 0])
+    area = 0.5 * cross2(e[:, 1] - e[:, 0], e[:, 2] - e[:, 0])
     assert (area > 0).all()  # counter-clockwise, no degenerate triangles
     exact = 1.6 * 0.41 - np.pi * 0.05**2
     assert abs(area.sum() - exact) / exact < 0.02  # polygonal approximation of the disc
     assert set(np.unique(nt)) == {NodeType.NORMAL, NodeType.OBSTACLE, NodeType.INFLOW, NodeType.OUTFLOW,
                                   NodeType.WALL_BOUNDARY}
     assert np.unique(cells).size == len(pos)  # no unused nodes
+
+
+def test_cross2_is_the_z_component_of_the_3d_cross_product():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 50, 2))
+    pad = lambda v: np.concatenate([v, np.zeros((len(v), 1))], 1)  # noqa: E731
+    assert np.allclose(cross2(a, b), np.cross(pad(a), pad(b))[:, 2], atol=1e-15)
+    assert cross2(np.array([1.0, 0.0]), np.array([0.0, 1.0])) == 1.0  # counter-clockwise: positive
 
 
 def test_mesh_is_graded(mesh):

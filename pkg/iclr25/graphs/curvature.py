@@ -91,7 +91,7 @@ def ollivier_ricci(edge_index: Tensor, num_nodes: int, alpha: float = 0.5) -> Te
 
     Returns
     -------
-    Tensor, shape [E], float64
+    Tensor, shape [E], float64, on ``edge_index``'s device
         ``kappa(u, v)`` for each column of ``edge_index`` (symmetric; 0 for self-loops).
     """
     if not 0.0 <= alpha <= 1.0:
@@ -125,7 +125,25 @@ def ollivier_ricci(edge_index: Tensor, num_nodes: int, alpha: float = 0.5) -> Te
     q = lo.astype(np.int64) * num_nodes + hi
     pos = np.searchsorted(key_pairs, q).clip(max=max(key_pairs.size - 1, 0))
     out = np.where((lo != hi) & (key_pairs.size > 0), kappa_pairs[pos] if key_pairs.size else 0.0, 0.0)
-    return torch.as_tensor(out, dtype=torch.float64)
+    return torch.as_tensor(out, dtype=torch.float64, device=edge_index.device)
+
+
+def tree_edge_curvature(deg_x: int, deg_y: int, alpha: float = 0.5) -> float:
+    """Closed form of ``kappa(x, y)`` for an edge of a tree whose ends have degrees ``deg_x, deg_y``.
+
+    On a tree, ``W1`` is the sum over edges of the mass that must cross them. With
+    ``s = 1 - 1/deg_x - 1/deg_y`` the crossings are ``(1 - alpha)(1 + s)`` on the edges to the
+    other neighbours and ``|alpha + (1 - alpha) s|`` on ``(x, y)``, so
+
+        kappa = min(2 alpha, -2 (1 - alpha) s).
+
+    At ``alpha = 0`` this is Jost and Liu's ``-2 (1 - 1/deg_x - 1/deg_y)_+``; it equals
+    ``(1 - alpha)`` times that value exactly when ``s >= 0``, i.e. when neither end is a leaf.
+    """
+    if deg_x < 1 or deg_y < 1:
+        raise ValueError(f"degrees must be >= 1, got {deg_x}, {deg_y}")
+    s = 1.0 - 1.0 / deg_x - 1.0 / deg_y
+    return min(2.0 * alpha, -2.0 * (1.0 - alpha) * s)
 
 
 def node_curvature(edge_index: Tensor, kappa: Tensor, num_nodes: int) -> Tensor:

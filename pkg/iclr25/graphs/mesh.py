@@ -33,6 +33,15 @@ class NodeType(IntEnum):
 
 
 # ----------------------------------------------------------------------------- meshing
+def cross2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """z-component of the cross product of 2-D vectors, ``a_x b_y - a_y b_x``: [..., 2] -> [...].
+
+    Twice the signed area of the triangle ``(0, a, b)``: positive when ``b`` is counter-clockwise
+    from ``a``. (``np.cross`` no longer accepts 2-D vectors from numpy 2.5 on.)
+    """
+    return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+
+
 def _channel_sdf(p: np.ndarray, length: float, height: float, center: np.ndarray, radius: float) -> np.ndarray:
     """Signed distance (negative inside) to the channel ``[0, L] x [0, H]`` minus a disc."""
     d_rect = -np.minimum(np.minimum(p[:, 0], length - p[:, 0]), np.minimum(p[:, 1], height - p[:, 1]))
@@ -100,14 +109,14 @@ def graded_cylinder_mesh(length: float = 1.6, height: float = 0.41, center: tupl
     tri = Delaunay(p).simplices
     tri = tri[sdf(p[tri].mean(1)) < -geps]
     # drop slivers on the boundary (three boundary vertices, tiny area) and unused points
-    area = 0.5 * np.abs(np.cross(p[tri[:, 1]] - p[tri[:, 0]], p[tri[:, 2]] - p[tri[:, 0]]))
+    area = 0.5 * np.abs(cross2(p[tri[:, 1]] - p[tri[:, 0]], p[tri[:, 2]] - p[tri[:, 0]]))
     tri = tri[area > 0.05 * h_min**2]
     used = np.unique(tri)
     remap = np.full(len(p), -1)
     remap[used] = np.arange(len(used))
     p, tri = p[used], remap[tri]
     # orient counter-clockwise
-    cross = np.cross(p[tri[:, 1]] - p[tri[:, 0]], p[tri[:, 2]] - p[tri[:, 0]])
+    cross = cross2(p[tri[:, 1]] - p[tri[:, 0]], p[tri[:, 2]] - p[tri[:, 0]])
     tri[cross < 0] = tri[cross < 0][:, [0, 2, 1]]
     tol = 1e-3 * h_min
     node_type = np.full(len(p), NodeType.NORMAL, dtype=np.int64)
