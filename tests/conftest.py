@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+# Unit tests use small tensors: one torch thread avoids oversubscribing a busy 2-core machine
+# (a second OpenMP thread made some tests 20x slower there) and makes results independent of it.
+torch.set_num_threads(1)
+
 HEADER = textwrap.dedent("""\
     ---
     jupytext:
