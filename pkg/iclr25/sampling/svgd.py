@@ -66,12 +66,16 @@ def ula(X0: Tensor, score_fn: ScoreFn, eta: float, n_steps: int,
         generator: torch.Generator | None = None) -> Tensor:
     """Unadjusted Langevin: ``x <- x + eta s(x) + sqrt(2 eta) xi`` for independent chains ``X0 (..., N, d)``.
 
-    The baseline with the same number of score evaluations as SVGD but no interaction.
+    The baseline with the same number of score evaluations as SVGD but no interaction. The result
+    lives on ``X0``'s device; ``generator`` may live on another device (e.g. a CPU generator).
     """
     check_particles(X0)
     _check_run(eta, n_steps, 1)
     X = X0.clone()
+    # draw the noise where the generator lives (a CPU generator cannot fill a CUDA tensor), then
+    # move it: the chains stay on X0's device and a seeded CPU generator gives the same noise anywhere
+    noise_device = generator.device if generator is not None else X.device
     for _ in range(n_steps):
-        noise = torch.randn(X.shape, dtype=X.dtype, device=X.device, generator=generator)
-        X = X + eta * scores(score_fn, X) + math.sqrt(2.0 * eta) * noise
+        noise = torch.randn(X.shape, dtype=X.dtype, device=noise_device, generator=generator)
+        X = X + eta * scores(score_fn, X) + math.sqrt(2.0 * eta) * noise.to(X.device)
     return X
