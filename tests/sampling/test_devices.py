@@ -59,6 +59,7 @@ def test_kernels_stein_and_svgd_stay_on_the_input_device(kernel, setup, dtype):
         _check(stein_kernel_matrix(X, S, kernel), dev, dtype)
         _check(ksd_from_scores(X, S, kernel, "U"), dev, dtype)
         _check(svgd_direction(X, S, kernel), dev, dtype)
+        _check(kernel.svgd_terms(X, S), dev, dtype)
 
 
 @pytest.mark.parametrize("setup", SETUPS)

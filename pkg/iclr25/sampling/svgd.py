@@ -52,12 +52,17 @@ def svgd(X0: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float, n_steps: int
     """
     check_particles(X0)
     _check_run(eta, n_steps, record_every)
-    X, trace = X0.clone(), []
+    X, trace, n = X0.clone(), [], X0.shape[-2]
     for t in range(n_steps + 1):
         S = scores(score_fn, X)
-        if t % record_every == 0:
+        record = t % record_every == 0
+        if record and t < n_steps:  # the KSD and the step share one pass over the Gram quantities
+            drive, stein_sum = kernel.svgd_terms(X, S)
+            trace.append(stein_sum / n**2)
+            X = X + (eta / n) * drive
+        elif record:
             trace.append(ksd_from_scores(X, S, kernel))
-        if t < n_steps:
+        else:
             X = X + eta * svgd_direction(X, S, kernel)
     return X, torch.stack(trace)
 
