@@ -12,7 +12,7 @@ from iclr25.agents import (all_outcome_tables, all_subsets_fraction, beta_moment
                            binomial_transform_matrix, bootstrap_curve, first_k_estimate,
                            fit_beta_binomial, histogram, histogram_from_pass_hat, homogeneity_chi2,
                            homogeneity_pvalue, integer_histograms, is_success, log_convex,
-                           moment_range, pass_at_k, pass_curve, pass_hat_from_histogram, pass_hat_k,
+                           moment_range, overdispersion, pass_at_k, pass_curve, pass_hat_from_histogram, pass_hat_k,
                            success_counts)
 
 
@@ -156,3 +156,16 @@ def test_pass_hat_k_equals_display_metrics_formula_on_a_hand_made_results_list()
         expected = sum(math.comb(ci, k) / math.comb(3, k) for ci in c.values()) / len(c)
         assert pass_hat_k(list(c.values()), 3, k) == pytest.approx(expected)
     assert pass_hat_k(list(c.values()), 3, 3) == pytest.approx(1 / 3)
+
+
+def test_overdispersion_limits_and_beta_binomial():
+    from scipy.stats import betabinom
+
+    n = 8
+    assert overdispersion(np.r_[np.zeros(50), np.full(50, n)], n) == pytest.approx(1.0, abs=0.02)
+    rng = np.random.default_rng(0)
+    assert abs(overdispersion(rng.binomial(n, 0.4, size=20000), n)) < 0.01
+    a, b = 0.7, 0.5
+    c = betabinom.rvs(n, a, b, size=40000, random_state=2)
+    assert overdispersion(c, n) == pytest.approx(1 / (a + b + 1), abs=0.02)
+    assert overdispersion(np.full(10, n), n) == 0.0

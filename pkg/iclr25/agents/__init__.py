@@ -12,7 +12,8 @@ from .env import (Agent, Episode, ToolEnv, Trials, evaluate_actions, outputs_fou
 from .passk import (SUCCESS_TOL, all_outcome_tables, all_subsets_fraction, beta_moment,
                     binomial_transform_matrix, bootstrap_curve, first_k_estimate, fit_beta_binomial,
                     histogram, histogram_from_pass_hat, homogeneity_chi2, homogeneity_pvalue,
-                    integer_histograms, is_success, log_convex, moment_range, pass_at_k, pass_curve,
+                    integer_histograms, is_success, log_convex, moment_range, overdispersion, pass_at_k,
+                    pass_curve,
                     pass_hat_from_histogram, pass_hat_k, success_counts)
 from .policies import (FEATURES, MACROS, BCPolicy, NoisyPolicyAgent, PolicyAgent, softmax_proba,
                        RecordingPolicyAgent, Tracker, error_opportunities, features, fit_bc,
@@ -30,6 +31,7 @@ __all__ = [
     "first_k_estimate", "fit_bc", "fit_beta_binomial", "fresh_copy", "gold_actions", "histogram",
     "histogram_from_pass_hat", "homogeneity_chi2", "homogeneity_pvalue", "integer_histograms",
     "is_success", "log_convex", "make_retail_db", "make_tasks", "moment_range", "outputs_found",
+    "overdispersion",
     "pass_at_k", "pass_curve", "pass_hat_from_histogram", "pass_hat_k", "predicted_success",
     "replay", "rule_macro", "run_episode", "run_trials", "sample_macro", "scripted_users",
     "slip_slots", "softmax_proba", "success_counts", "to_hashable",

@@ -12,7 +12,8 @@ episode ends the reward is computed the way tau-bench computes it:
 3. ``r_outputs = 1`` iff every required output string occurs (lower-cased, commas removed) in
    some message the agent sent; the reward is ``r_actions * r_outputs``.
 
-Read-only calls and the order of calls never matter; a missing, extra or wrong write does.
+Read-only calls never matter, nor does the path the conversation took; a missing write, or an
+extra or wrong write that succeeds, does.
 """
 
 from __future__ import annotations

@@ -201,6 +201,23 @@ def homogeneity_pvalue(successes: Sequence[int] | np.ndarray, n: int, *, n_sim: 
     return stat, float((1 + (sim_stats >= stat).sum()) / (n_sim + 1))
 
 
+def overdispersion(successes: Sequence[int] | np.ndarray, n: int) -> float:
+    """The share of the variance of the success counts that lies between tasks:
+    ``rho = (Var_t(c_t) / (n p (1 - p)) - 1) / (n - 1)`` with ``p`` = pass^1 and the variance over
+    tasks taken with ``ddof=1``.
+
+    ``rho`` is about 0 when every task has the same success probability, 1 when every task succeeds
+    in all trials or in none, and ``1 / (a + b + 1)`` when the probabilities follow ``Beta(a, b)``
+    (the intra-class correlation of the Beta-binomial). Unlike Pearson's chi-square it stays finite
+    when the binomial expects almost no task at 0 or ``n``.
+    """
+    c = np.asarray(successes, dtype=float)
+    p = c.mean() / n
+    if p in (0.0, 1.0) or n < 2:
+        return 0.0
+    return float((c.var(ddof=1) / (n * p * (1 - p)) - 1) / (n - 1))
+
+
 def moment_range(pass_hat: Sequence[float], m: int, *, grid: int = 2001) -> tuple[float, float]:
     """The smallest and largest ``E[p^m]`` over all task-success laws on ``[0, 1]`` whose first
     moments ``E[p^k]`` equal ``pass_hat[k-1]`` for ``k = 1..n``: what pass^m can be when only

@@ -271,7 +271,8 @@ CLARIFY = ("Could you tell me more about what you need?", {"type": "clarify"})
 
 def fill(macro: str, s: Tracker) -> Action:
     """The concrete action of a macro in the tracker's state; a macro whose inputs are missing
-    becomes a vague question to the user (as an agent that lost track would ask)."""
+    becomes a vague question to the user (as an agent that lost track would ask). Messages that
+    commit the agent (a proposal, a sold-out notice, "done", an answer) are recorded in ``s``."""
     clarify = _say(*CLARIFY)
     if macro == "ask_auth":
         return _say("Could you give me your email, or your name and zip code?", {"type": "ask_auth"})
@@ -587,6 +588,8 @@ class BCPolicy(TrackerAgent):
         self.temperature = temperature
         self.W, self.b = np.asarray(model.coef_), np.asarray(model.intercept_)
         self.classes = list(model.classes_)
+        if self.W.shape[0] != len(self.classes):
+            raise ValueError("BCPolicy needs a multinomial model with one row of coef_ per class (3+ macros)")
 
     def choose(self) -> str:
         proba = softmax_proba(self.W, self.b, features(self.s))
