@@ -147,3 +147,16 @@ def test_tie_convention_relabels_only_mixed_sentences():
     assert torch.bincount(split["train"].labels).tolist() == [8, 8]
     with pytest.raises(ValueError, match="ties"):
         make_task_data("sentiment", 3, np.random.default_rng(0), ties="maybe")
+
+
+def test_logits_at_equals_the_full_forward_at_those_positions():
+    m = _model(3)
+    ids = torch.randint(3, 50, (4, 11))
+    pos = torch.tensor([10, 0, 5, 7])
+    off = 0.1 * torch.randn(4, 11, 32)
+    with torch.no_grad():
+        full = m(ids, embed_offset=off)[torch.arange(4), pos]
+        fast = m.logits_at(ids, pos, embed_offset=off)
+    assert torch.allclose(full, fast, atol=1e-5)
+    meta = TinyLM(m.cfg).to("meta")
+    assert meta.logits_at(ids.to("meta"), pos.to("meta")).device.type == "meta"

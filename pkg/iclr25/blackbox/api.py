@@ -87,9 +87,8 @@ def prompted_logits(model: TinyLM, bos_id: int, prompts: torch.Tensor, offsets: 
                              f"({K}, {B}, {n}, {D}), got {tuple(offsets.shape)}")
         zeros = offsets.new_zeros(K * B, 1, D)
         emb_offset = torch.cat([zeros, offsets.reshape(K * B, n, D), zeros.expand(K * B, L, D)], 1)
-    logits = model(ids, embed_offset=emb_offset)
     last = (lengths + n).repeat(K)  # index of '?' = 1 + n + len - 1
-    out = logits[torch.arange(K * B, device=body.device), last][:, verbalizer]
+    out = model.logits_at(ids, last, embed_offset=emb_offset)[:, verbalizer]
     return out.reshape(K, B, -1)
 
 
