@@ -42,18 +42,26 @@ def _zero_state(x: Tensor, A: Tensor) -> Tensor:
 
 
 def selective_scan_sequential(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor,
-                              D: Tensor | None = None, h0: Tensor | None = None
+                              D: Tensor | None = None, h0: Tensor | None = None, tile: int = 16
                               ) -> tuple[Tensor, Tensor]:
-    """The recurrence (1)-(2) token by token. Returns ``y (b, l, d)`` and the last state ``(b, d, n)``."""
+    """The recurrence (1)-(2) token by token. Returns ``y (b, l, d)`` and the last state ``(b, d, n)``.
+
+    The ``(b, tile, d, n)`` decays and drives are made ``tile`` tokens at a time, so they stay in
+    cache (the result does not depend on ``tile``).
+    """
     _check(x, delta, A, B, C)
-    decay = torch.exp(delta.unsqueeze(-1) * A)                        # (b, l, d, n) = exp(delta A)
-    drive = (delta * x).unsqueeze(-1) * B.unsqueeze(2)                # (b, l, d, n) = delta B x
     h = _zero_state(x, A) if h0 is None else h0
-    hs = []
-    for decay_t, drive_t in zip(decay.unbind(1), drive.unbind(1)):  # unbind: cheap backward (stack)
-        h = torch.addcmul(drive_t, decay_t, h)                       # (1): exp(delta A) h + delta B x
-        hs.append(h)
-    y = torch.einsum("bldn,bln->bld", torch.stack(hs, dim=1), C)     # (2) without D
+    ys = []
+    for t0 in range(0, x.shape[1], tile):
+        d_, x_, B_ = delta[:, t0:t0 + tile], x[:, t0:t0 + tile], B[:, t0:t0 + tile]
+        decay = torch.exp(d_.unsqueeze(-1) * A)                      # (b, tile, d, n) = exp(delta A)
+        drive = (d_ * x_).unsqueeze(-1) * B_.unsqueeze(2)            # (b, tile, d, n) = delta B x
+        hs = []
+        for decay_t, drive_t in zip(decay.unbind(1), drive.unbind(1)):  # unbind: cheap backward
+            h = torch.addcmul(drive_t, decay_t, h)                   # (1): exp(delta A) h + delta B x
+            hs.append(h)
+        ys.append(torch.einsum("bldn,bln->bld", torch.stack(hs, dim=1), C[:, t0:t0 + tile]))  # (2)
+    y = torch.cat(ys, dim=1)
     return (y if D is None else y + D * x), h
 
 
@@ -80,9 +88,9 @@ def selective_scan_chunked(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Te
         causal = torch.ones(q, q, dtype=torch.bool, device=x.device).tril()
         diff = S.unsqueeze(2) - S.unsqueeze(1)                         # (b, t, s, d, n) = S_t - S_s
         L = torch.exp(diff.masked_fill(~causal[None, :, :, None, None], float("-inf")))
-        y = torch.einsum("btsdn,bsdn,btn->btd", L, u, Cs)              # within the chunk
-        y = y + torch.einsum("btdn,bdn,btn->btd", torch.exp(S), h, Cs)  # from the carried state
-        h = torch.exp(S[:, -1]) * h + torch.einsum("bsdn,bsdn->bdn", L[:, -1], u)
+        hs = (L * u.unsqueeze(1)).sum(2) + torch.exp(S) * h.unsqueeze(1)  # (3): h_t for every t
+        y = torch.einsum("btdn,btn->btd", hs, Cs)
+        h = hs[:, -1]
         ys.append(y)
     y = torch.cat(ys, dim=1)
     return (y if D is None else y + D * x), h
