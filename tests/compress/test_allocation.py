@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from iclr25.compress import input_hessian, output_error, prune_layers_
 from iclr25.compress.allocation import (SOLVERS, allocate_for_budget, allocation_cost, kept_params_cost,
                                         loss_ratio_table, prune_blocks_, random_allocation,
-                                        reversed_allocation, solve, threshold_allocation)
+                                        reversed_table, solve, threshold_allocation)
 from iclr25.ssm import MambaConfig, TinyMamba
 
 
@@ -119,10 +119,10 @@ def test_random_allocation_respects_the_window() -> None:
         random_allocation(cost, 10, 20, rng, max_tries=100)
 
 
-def test_reversed_allocation_keeps_the_cost_and_inverts_the_order() -> None:
-    alloc = {"0.in": 3, "1.in": 1, "2.in": 2, "0.out": 0, "1.out": 2}
-    sens = {"0.in": 0.1, "1.in": 0.9, "2.in": 0.5, "0.out": 0.2, "1.out": 0.3}
-    rev = reversed_allocation(alloc, sens, lambda name: name.split(".")[1])
-    assert rev == {"0.in": 1, "1.in": 3, "2.in": 2, "0.out": 0, "1.out": 2}
-    cost = kept_params_cost({k: 64 for k in alloc})
-    assert allocation_cost(rev, cost) == allocation_cost(alloc, cost)
+def test_reversed_table_inverts_the_sensitivity_order() -> None:
+    rev = reversed_table(R_E)
+    # mean excess: b (0.03) < a (0.12) < c (0.57): b <-> c swap rows, a keeps its own
+    assert np.array_equal(rev["b"], R_E["c"]) and np.array_equal(rev["c"], R_E["b"])
+    assert np.array_equal(rev["a"], R_E["a"])
+    alloc = threshold_allocation(rev, 1.05)
+    assert alloc == {"a": 2, "b": 0, "c": 3}      # the least sensitive layer (b) is now kept dense

@@ -14,7 +14,8 @@ max index ... N_output"):
    parameters or a latency (:func:`allocate_for_budget`).
 
 Controls at an equal budget: :func:`random_allocation` (no sensitivity signal) and
-:func:`reversed_allocation` (the signal inverted, a floor).
+:func:`reversed_table` (the signal inverted, a floor: the same rule on a table whose rows are
+reversed in sensitivity order).
 """
 
 from __future__ import annotations
@@ -182,15 +183,11 @@ def random_allocation(cost: Mapping[str, Sequence[float]], low: float, high: flo
     raise ValueError(f"no random allocation with cost in [{low}, {high}] after {max_tries} tries")
 
 
-def reversed_allocation(alloc: Mapping[str, int], sensitivity: Mapping[str, float],
-                        group_of: Callable[[str], str]) -> dict[str, int]:
-    """The signal inverted at exactly the same cost: within each group of same-shaped layers
-    (``group_of(name)``, e.g. all ``in_proj``), the ``n`` values of ``alloc`` are handed out again so
-    that the *most* sensitive layer gets the *largest* ``n``. Ties in sensitivity keep name order."""
-    out: dict[str, int] = {}
-    for g in sorted({group_of(name) for name in alloc}):
-        names = [name for name in alloc if group_of(name) == g]
-        by_sens = sorted(names, key=lambda name: -sensitivity[name])      # most sensitive first
-        values = sorted((alloc[name] for name in names), reverse=True)    # largest n first
-        out.update(zip(by_sens, values))
-    return {name: out[name] for name in alloc}
+def reversed_table(r_e: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The sensitivity table with its rows reversed in sensitivity order: the layer with the
+    ``i``-th smallest mean excess ``mean_n (r_e(l, n) - 1)`` gets the row of the layer with the
+    ``i``-th largest (ties keep name order). The threshold rule on it gives the most sensitive
+    layers the largest ``n``: the signal inverted, a floor for the allocation."""
+    names = list(r_e)
+    order = sorted(names, key=lambda name: float(np.mean(np.asarray(r_e[name]) - 1)))  # least sensitive first
+    return {name: np.asarray(r_e[src]) for name, src in zip(order, reversed(order))}
