@@ -89,10 +89,12 @@ def unpack_c4n(P: PackedC4n) -> Tensor:
 def random_packed(out: int, inp: int, n: int, rng: np.random.Generator) -> PackedC4n:
     """A random C_4^n matrix already packed (random values, random kept positions): for timing, where
     the kernel's speed does not depend on which weights are kept. ``(out, inp)``, ``n`` in {1, 2, 3}."""
+    from itertools import combinations
+
     k, G = 4 - n, inp // 4
-    scores = rng.random((out, G, 4))
-    pos = np.sort(np.argsort(scores, axis=-1)[..., :k], axis=-1)
-    codes = (pos << (2 * np.arange(k))).sum(-1).astype(np.uint8)
+    patterns = np.array([sum(p << (2 * j) for j, p in enumerate(kept))
+                         for kept in combinations(range(4), k)], dtype=np.uint8)   # C(4, k) codes
+    codes = patterns[rng.integers(0, len(patterns), (out, G))]
     vals = rng.standard_normal((out, G * k), dtype=np.float32)
     return PackedC4n(vals, np.ascontiguousarray(codes), n, (out, inp))
 
