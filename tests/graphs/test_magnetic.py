@@ -257,7 +257,7 @@ def test_naive_pair_features_are_bilinear_forms_of_node_embeddings():
     rng = np.random.default_rng(1)
     graphs = [AddMagneticLaplacianPE([0.1, 0.2], 6)(random_digraph(6, 2.0, True, rng)) for _ in range(2)]
     torch.manual_seed(0)
-    m = PairRegressor("naive", num_q=2, k=6, channels=3, hidden=8, out_dim=2)
+    m = PairRegressor("naive", num_q=2, k=6, channels=3, hidden=16, out_dim=2, phi_hidden=8)
     assert m.bilinear.shape == (2 * 2 * 3, 8, 8)
     batch = Batch.from_data_list(graphs)
     feats = m._pair_inputs(batch)

@@ -400,7 +400,7 @@ class PairRegressor(nn.Module):
       the symmetrised Laplacian PE is the ``q = 0`` case);
     * ``"svd"``: stable, ``U phi_c(sigma) V^T``, its transpose, ``U phi U^T``, ``V phi V^T``;
     * ``"naive"``: the raw ``[Re U, Im U]`` and eigenvalues of each node through an MLP to
-      ``h_u``, and the pair features ``[h_u, h_v, h_u^T B_j h_v]`` with ``2 Q C`` learned bilinear
+      ``h_u`` (width ``phi_hidden``), and the pair features ``[h_u, h_v, h_u^T B_j h_v]`` with ``2 Q C`` learned bilinear
       forms ``B_j`` (as many as the stable encoder's features). A bilinear form of linear node
       features can represent ``Re, Im sum_k w_k U_uk conj(U_vk)`` (what the stable encoder computes);
       the model is not invariant to eigenvector phases.
@@ -421,10 +421,10 @@ class PairRegressor(nn.Module):
             # magnetic: Re and Im for each q; svd: four real products
             pair_dim += (2 * num_q if encoder == "magnetic" else 4) * channels
         elif encoder == "naive":
-            self.node_mlp = MLP([3 * num_q * k, hidden, hidden], norm=None)
+            self.node_mlp = MLP([3 * num_q * k, hidden, phi_hidden], norm=None)
             n_forms = 2 * num_q * channels
-            self.bilinear = nn.Parameter(torch.randn(n_forms, hidden, hidden) / hidden)
-            pair_dim += 2 * hidden + n_forms
+            self.bilinear = nn.Parameter(torch.randn(n_forms, phi_hidden, phi_hidden) / phi_hidden)
+            pair_dim += 2 * phi_hidden + n_forms
         self.head = MLP([pair_dim, hidden, hidden, out_dim], norm=None)
         self.register_buffer("y_mean", torch.zeros(out_dim))
         self.register_buffer("y_std", torch.ones(out_dim))
