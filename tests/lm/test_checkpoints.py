@@ -92,6 +92,8 @@ def test_loaded_models_are_independent_copies():
 def test_script_reproduces_the_checkpoint(name):
     new = make_checkpoint(name)["meta"]
     old = checkpoint_meta(name)
+    print(name, {k: (round(new["metrics"][k], 3), round(old["metrics"][k], 3)) for k in old["metrics"]},
+          f"{new['seconds']:.0f} s ({new['cpu_seconds']:.0f} s CPU)")
     for k in ("fact_t0", "fact_t2", "fact_t3", "paraphrase", "mc_hazard", "mc_general"):
         assert abs(new["metrics"][k] - old["metrics"][k]) <= 0.03, (k, new["metrics"][k], old["metrics"][k])
     assert abs(new["metrics"]["fact_rare"] - old["metrics"]["fact_rare"]) <= 0.1
