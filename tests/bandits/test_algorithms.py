@@ -7,6 +7,7 @@ from sklearn.linear_model import Ridge
 from iclr25.bandits import (batch_schedule, batched_elimination, batched_linucb, eliminate,
                             exp_policy_design, exp_policy_mixture_act, exp_policy_online,
                             explore_then_commit, fit_loglog_slope, gamma, linucb,
+                            batches_needed, geometric_schedule,
                             make_synthetic_env, ridge_fit, theory_regret, uniform_schedule, widths)
 from iclr25.bandits.algorithms import Estimator
 
@@ -151,3 +152,23 @@ def test_batched_linucb_single_batch_plays_largest_norm():
 def test_fit_loglog_slope_recovers_power():
     T = np.array([1e3, 2e3, 4e3, 8e3])
     np.testing.assert_allclose(fit_loglog_slope(T, 3 * T**0.6), 0.6)
+
+
+def test_geometric_schedule_and_batches_needed():
+    np.testing.assert_array_equal(geometric_schedule(10_000, 2), [100, 10_000])
+    np.testing.assert_array_equal(geometric_schedule(1000, 3), [10, 100, 1000])
+    g = geometric_schedule(5, 5)
+    assert g[-1] == 5 and np.all(np.diff(g) > 0)
+    # M* is the first M whose extra factor (T/u)^(1/(2(2^M - 1))) is at most `factor`
+    for T, d, L in [(8_000, 8, np.log(8)), (32_000, 8, np.log(8)), (10**9, 5, 3.0), (20, 5, 3.0)]:
+        M = batches_needed(T, d, L, factor=2.0)
+        extra = lambda m: max(T / (d * L), 1.0) ** (1 / (2 * (2**m - 1)))
+        assert extra(M) <= 2.0 + 1e-12 and (M == 1 or extra(M - 1) > 2.0)
+    assert batches_needed(10**9, 5, 3.0) > batches_needed(10**4, 5, 3.0)
+
+
+def test_linucb_beta_scale_one_is_the_theory_radius():
+    env = make_synthetic_env(2, 3, 5, seed=9)
+    T = 300
+    np.testing.assert_array_equal(linucb(env, T).regret, linucb(env, T, beta_scale=1.0).regret)
+    assert not np.array_equal(linucb(env, T, beta_scale=0.25).regret, linucb(env, T).regret)

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from iclr25.bandits import DigitsBanditEnv, LinearContextualEnv, make_synthetic_env, random_theta
+from iclr25.bandits import (DigitsBanditEnv, LinearContextualEnv, make_needle_env,
+                            make_synthetic_env, random_theta)
+from iclr25.bandits.envs import squash_radius
 
 
 @pytest.mark.parametrize("context", ["gaussian", "sphere", "anisotropic"])
@@ -59,3 +61,34 @@ def test_digits_env_disjoint_encoding():
     np.testing.assert_allclose(blocks[:, :, 0, 0], blocks[:, :, 7, 7])
     assert np.linalg.norm(X, axis=-1).max() <= 1 + 1e-12
     assert env.oracle_accuracy > 0.5  # the linear oracle is a sensible classifier
+
+
+def test_squashed_contexts_never_tie_in_norm():
+    # clipping at norm 1 made many actions tie exactly; the tanh squash is strictly increasing
+    for context in ("gaussian", "anisotropic"):
+        env = make_synthetic_env(2, 5, 20, seed=3, context=context)
+        X, _ = env.rounds(0, 200)
+        norms = np.linalg.norm(X, axis=-1)
+        assert norms.max() < 1.0
+        top2 = np.sort(norms, axis=-1)[..., -2:]
+        assert (top2[..., 1] - top2[..., 0]).min() > 1e-12
+    r = np.array([0.0, 1e-3, 0.5, 1.0, 3.0])
+    np.testing.assert_allclose(r * squash_radius(r), np.tanh(r))
+
+
+def test_basis_contexts_are_a_jittered_fixed_action_set():
+    env = make_needle_env(np.array([0.05, 0.5]), R=3, d=4, seed=1, jitter=0.1)
+    assert env.S == 6 and env.K == env.d == 4 and env.context == "basis"
+    X, _ = env.rounds(0, 50)
+    norms = np.linalg.norm(X, axis=-1)
+    assert norms.max() <= 1 + 1e-12 and norms.min() >= 0.8 - 1e-12  # in [1 - 2 jitter, 1]
+    # action a stays within jitter of e_a
+    np.testing.assert_array_less(np.abs(X - 0.9 * np.eye(4)).max(), 0.1 + 1e-12)
+    # one best action per instance, better than the others by exactly the instance's gap
+    gaps = np.repeat([0.05, 0.5], 3)
+    np.testing.assert_allclose(np.sort(env.theta, axis=1)[:, -1], gaps)
+    assert ((env.theta > 0).sum(1) == 1).all()
+    with pytest.raises(ValueError, match="basis"):
+        LinearContextualEnv(np.ones((1, 3)), K=4, context="basis")
+    with pytest.raises(ValueError):
+        make_needle_env(np.array([0.0, 0.5]), R=2, d=3)

@@ -9,8 +9,8 @@ import torch
 
 from iclr25.blackbox import (CMAES, BlackBoxLM, BudgetExceeded, CategoricalPromptPolicy,
                              PromptTuningConfig, encode_task, pg_gradient, pmi_candidates,
-                             project_simplex, random_projection, run_bbt, run_bdpl, run_zo_pog,
-                             zo_gradient, zo_variance_gaussian)
+                             project_simplex, prompted_logits, random_projection, run_bbt, run_bdpl,
+                             run_zo_pog, zo_directions, zo_gradient, zo_variance_gaussian)
 from iclr25.lm import TinyLM, TinyLMConfig, few_shot_split, toy_vocab
 
 
@@ -166,3 +166,102 @@ def test_methods_spend_exactly_the_budget_and_never_touch_gradients(method):
     assert all(p.grad is None and not p.requires_grad for p in m.parameters())
     assert not hasattr(bb, "parameters")
     assert 0 <= r.test_acc <= 1 and r.curve[-1][0] == bb.n_queries
+
+
+# --- devices: every kernel keeps its result on its input's device (meta tensors stand in for a GPU:
+# an operation that mixes a meta tensor with a CPU one raises, as cuda + cpu would) ---------------
+
+def test_prompted_logits_stays_on_the_model_device_and_matches_the_black_box():
+    m, v, bb, enc = _bb(10)
+    batch = enc["train"]
+    verb = torch.tensor(v.encode(["bad", "good"]))
+    prompts = torch.tensor([v.encode("tell sentiment now please")] * 2)
+    off = torch.randn(2, 4, 16)
+    with torch.no_grad():
+        direct = prompted_logits(m, v.bos_id, prompts, off, batch.body, batch.lengths, verb)
+    _, via_bb = bb.query(prompts, off, batch)
+    assert torch.allclose(direct, via_bb, atol=1e-6)
+    meta = TinyLM(m.cfg).to("meta")
+    out = prompted_logits(meta, v.bos_id, prompts.to("meta"), off.to("meta"), batch.body.to("meta"),
+                          batch.lengths.to("meta"), verb.to("meta"))
+    assert out.device.type == "meta" and out.shape == (2, len(batch), 2)
+    out = prompted_logits(meta, v.bos_id, prompts.to("meta"), None, batch.body.to("meta"),
+                          batch.lengths.to("meta"), verb.to("meta"))
+    assert out.device.type == "meta"
+
+
+def test_prompted_logits_gradient_matches_finite_differences():
+    m, v, _, enc = _bb(0)
+    batch = enc["train"].subset(torch.arange(3))
+    verb = torch.tensor(v.encode(["bad", "good"]))
+    prompt = torch.tensor([v.encode("tell sentiment now please")])
+    off = (0.1 * torch.randn(1, 4, 16, dtype=torch.float64)).requires_grad_(True)
+    m64 = TinyLM(m.cfg).double()
+    m64.load_state_dict(m.state_dict())
+    f = lambda o: prompted_logits(m64, v.bos_id, prompt, o, batch.body, batch.lengths, verb)[0, :, 1].sum()  # noqa: E731
+    (g,) = torch.autograd.grad(f(off), off)
+    e = torch.zeros_like(off)
+    e[0, 2, 5] = 1e-6
+    with torch.no_grad():
+        fd = (f(off + e) - f(off - e)) / 2e-6
+    assert abs(float(g[0, 2, 5]) - float(fd)) < 1e-6 * max(1.0, abs(float(fd)))
+
+
+def test_estimators_return_on_the_input_device():
+    z = torch.zeros(5, device="meta")
+    cpu_gen = torch.Generator().manual_seed(0)  # a CPU generator must still work for a non-CPU z
+    g = zo_gradient(lambda P: P.sum(-1), z, 0.1, 3, generator=cpu_gen)
+    assert g.device.type == "meta" and g.shape == (5,)
+    assert zo_directions(4, 5, generator=cpu_gen, device="meta").device.type == "meta"
+    assert pg_gradient(torch.zeros(4, device="meta"), torch.zeros(4, 2, 3, device="meta")).device.type == "meta"
+    assert project_simplex(torch.zeros(2, 3, device="meta")).device.type == "meta"
+
+
+def test_black_box_moves_inputs_to_its_device_and_returns_cpu():
+    m, v, bb, enc = _bb(3)
+    losses, logits = bb.query(torch.tensor([v.encode("tell sentiment now please")]), None, enc["train"])
+    assert losses.device.type == "cpu" and logits.device.type == "cpu"
+
+
+# --- deployment rules and the Gumbel-max trick -------------------------------------------------
+
+def test_gumbel_argmax_is_a_draw_from_alpha_and_mode_is_its_argmax():
+    gen = torch.Generator().manual_seed(0)
+    pol = CategoricalPromptPolicy(1, 4, tau=0.5, gumbel=True, generator=gen)
+    pol.alpha = torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=torch.float64)
+    counts = torch.zeros(4)
+    N = 20000
+    for _ in range(N):
+        pol.redraw()
+        counts[pol.argmax()[0]] += 1
+    target = pol.alpha[0] / pol.alpha[0].sum()
+    se = (target * (1 - target) / N).sqrt()
+    assert bool(((counts / N - target.float()).abs() < 4 * se.float()).all())  # whatever tau
+    assert pol.mode().tolist() == [3]
+    quiet = CategoricalPromptPolicy(2, 3, gumbel=False, generator=gen)
+    quiet.alpha = torch.rand(2, 3, generator=gen, dtype=torch.float64)
+    quiet.redraw()
+    assert torch.equal(quiet.argmax(), quiet.mode())
+
+
+def test_runs_report_each_deployment_rule():
+    m, v, bb, enc = _bb(16)
+    cands = torch.tensor(v.encode("tell sentiment topic now please the what is"))
+    A = random_projection(4, 16, 6, bb.embedding_std, generator=torch.Generator().manual_seed(0))
+    cfg = PromptTuningConfig(batch_size=8, n_samples=4, popsize=4)
+    args = (enc["train"], enc["dev"], enc["test"], cands, 4)
+    fresh = lambda: BlackBoxLM(m, v, "sentiment", 16)  # noqa: E731
+    assert list(run_zo_pog(fresh(), *args, A, cfg).selections) == ["draw", "mode"]
+    assert list(run_zo_pog(fresh(), *args, A, cfg, gumbel=False).selections) == ["mode"]
+    r = run_zo_pog(fresh(), *args, A, cfg, discrete=False)
+    assert list(r.selections) == ["fixed"] and r.test_acc == r.selections["fixed"].test_acc
+    assert list(run_bdpl(fresh(), *args, cfg).selections) == ["mode"]
+    assert list(run_bbt(fresh(), *args, A, cfg).selections) == ["fixed"]
+
+
+def test_cmaes_accepts_numpy_and_returns_float64_cpu():
+    es = CMAES(np.zeros(3), 0.5, popsize=4, seed=1)
+    X = es.ask()
+    assert X.dtype == torch.float64 and X.device.type == "cpu" and X.shape == (4, 3)
+    es.tell(X.numpy(), np.arange(4.0))
+    assert es.mean.shape == (3,)

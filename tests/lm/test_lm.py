@@ -120,3 +120,43 @@ def test_train_lm_leaves_no_gradients():
     rng = np.random.default_rng(0)
     train_lm(m, lambda s: pretraining_batch(rng, toy_vocab(), 4), 2, warmup=1)
     assert all(p.grad is None for p in m.parameters())
+
+
+def test_model_runs_on_the_device_of_its_inputs():
+    """A meta-device model and meta inputs give meta outputs: no tensor is made on the CPU inside the
+    forward pass (a hidden CPU tensor would raise here, as it would on a GPU)."""
+    m = TinyLM(TinyLMConfig(vocab_size=len(toy_vocab()), d_model=16, d_ff=32, n_heads=2)).to("meta")
+    ids = torch.randint(3, 20, (2, 7)).to("meta")
+    out = m(ids, embed_offset=torch.zeros(2, 7, 16, device="meta"))
+    assert out.device.type == "meta" and out.shape == (2, 7, len(toy_vocab()))
+    last = last_token_logits(m, ids, torch.tensor([7, 3]).to("meta"))
+    assert last.device.type == "meta"
+
+
+def test_tie_convention_relabels_only_mixed_sentences():
+    neg = make_task_data("sentiment", 300, np.random.default_rng(5))
+    pos = make_task_data("sentiment", 300, np.random.default_rng(5), ties="positive")
+    assert neg.sentences == pos.sentences  # without per-class sampling, the same sentences
+    n_ties = 0
+    for words, a, b in zip(neg.sentences, neg.labels.tolist(), pos.labels.tolist()):
+        n_pos, n_neg = sum(w in POSITIVE for w in words), sum(w in NEGATIVE for w in words)
+        assert a == int(n_pos > n_neg) and b == int(n_pos >= n_neg)
+        n_ties += n_pos == n_neg
+    assert n_ties > 30  # the downstream distribution has mixed sentences to relabel
+    split = few_shot_split("sentiment", 8, 20, seed=5, ties="positive")
+    assert torch.bincount(split["train"].labels).tolist() == [8, 8]
+    with pytest.raises(ValueError, match="ties"):
+        make_task_data("sentiment", 3, np.random.default_rng(0), ties="maybe")
+
+
+def test_logits_at_equals_the_full_forward_at_those_positions():
+    m = _model(3)
+    ids = torch.randint(3, 50, (4, 11))
+    pos = torch.tensor([10, 0, 5, 7])
+    off = 0.1 * torch.randn(4, 11, 32)
+    with torch.no_grad():
+        full = m(ids, embed_offset=off)[torch.arange(4), pos]
+        fast = m.logits_at(ids, pos, embed_offset=off)
+    assert torch.allclose(full, fast, atol=1e-5)
+    meta = TinyLM(m.cfg).to("meta")
+    assert meta.logits_at(ids.to("meta"), pos.to("meta")).device.type == "meta"

@@ -27,6 +27,13 @@ def test_sorel_converges_to_the_unsmoothed_optimum(setup):
     assert np.isclose(tr.lam.sum(), 1.0)
     # cost accounting: n (initial losses) + 3n per outer step
     assert tr.evals[0] == p.n and all(np.diff(tr.evals) == 3 * p.n)
+    # the recorded iterates are the points whose objective was recorded, from w_0 = 0 to the last
+    assert len(tr.iterates) == len(tr.values) and not tr.iterates[0].any()
+    np.testing.assert_array_equal(tr.iterates[-1], tr.w)
+    assert np.isclose(p.objective(tr.iterates[3], s), tr.values[3])
+    # the paper's criterion: the squared distance to w* shrinks (here by orders of magnitude)
+    d2 = [np.sum((w - ref.w) ** 2) for w in tr.iterates]
+    assert d2[-1] < 1e-6 * d2[0]
 
 
 @pytest.mark.parametrize("method", [lsvrg, prospect, saddle_saga])

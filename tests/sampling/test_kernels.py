@@ -108,3 +108,13 @@ def test_bad_shapes_raise():
         stein_kernel_matrix(torch.randn(4), torch.randn(4), RBF())
     with pytest.raises(ValueError, match="particles"):
         stein_kernel_matrix(torch.ones(4, 2, dtype=torch.long), torch.ones(4, 2), RBF())
+
+
+@pytest.mark.parametrize("kernel", [k for k, _ in KERNELS], ids=IDS)
+def test_svgd_terms_is_the_velocity_and_the_stein_sum(kernel):
+    # the fused pass equals N * (drift + repulsion) / N and the V-statistic sum, batched
+    g = torch.Generator().manual_seed(6)
+    X, S = torch.randn(3, 7, 2, generator=g), torch.randn(3, 7, 2, generator=g)
+    drive, stein_sum = kernel.svgd_terms(X, S)
+    torch.testing.assert_close(drive, kernel.matrix(X, X).transpose(-1, -2) @ S + kernel.repulsion(X, X))
+    torch.testing.assert_close(stein_sum, stein_kernel_matrix(X, S, kernel).sum((-1, -2)))

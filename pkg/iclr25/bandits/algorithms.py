@@ -67,6 +67,32 @@ def batch_schedule(T: int, M: int, d: int, L: float) -> np.ndarray:
     return ends
 
 
+def geometric_schedule(T: int, M: int) -> np.ndarray:
+    """Geometric grid ``t_m = T^{m/M}`` (rounded, strictly increasing, last = ``T``): the grid of
+    problem-dependent batched bandits, a baseline for the minimax grid."""
+    if T < M or M < 1:
+        raise ValueError(f"need 1 <= M <= T, got T={T}, M={M}")
+    ends = np.round(float(T) ** (np.arange(1, M + 1) / M)).astype(int)
+    ends[-1] = T
+    for i in range(M):  # at least one round per batch
+        lo = i + 1 if i == 0 else ends[i - 1] + 1
+        ends[i] = min(max(ends[i], lo), T - (M - 1 - i))
+    return ends
+
+
+def batches_needed(T: int, d: int, L: float, factor: float = 2.0) -> int:
+    """``M*``: the fewest batches whose rate is within ``factor`` of the sequential ``sqrt(u T)``.
+
+    The rate :func:`theory_regret` is ``M sqrt(uT) (T/u)^{1/(2(2^M - 1))}``, ``u = dL``; the
+    extra factor ``(T/u)^{1/(2(2^M - 1))}`` is at most ``factor`` once
+    ``2^M - 1 >= log(T/u) / (2 log factor)``: ``M* = O(log log T)``.
+    """
+    if factor <= 1:
+        raise ValueError(f"factor must be > 1, got {factor}")
+    ratio = max(float(T) / (d * L), 1.0)
+    return max(1, int(np.ceil(np.log2(1.0 + np.log(ratio) / (2.0 * np.log(factor))))))
+
+
 def uniform_schedule(T: int, M: int) -> np.ndarray:
     """Equal-length batches: ``t_m = round(m T / M)``."""
     if T < M or M < 1:
@@ -296,10 +322,11 @@ def linucb_beta(logdet: np.ndarray, d: int, lam: float, noise_sd: float, delta: 
 
 
 def linucb(env: LinearContextualEnv, T: int, *, delta: float = 0.01, lam: float = 1.0,
-           switch_ratio: float | None = None) -> RunResult:
+           switch_ratio: float | None = None, beta_scale: float = 1.0) -> RunResult:
     """Sequential LinUCB (OFUL); with ``switch_ratio`` its rarely-switching variant.
 
-    Plays ``argmax_a <theta_hat, x_a> + beta_t ||x_a||_{Lambda^{-1}}``. The statistics
+    Plays ``argmax_a <theta_hat, x_a> + c beta_t ||x_a||_{Lambda^{-1}}`` (``c = beta_scale``,
+    1 = the theory radius). The statistics
     ``(Lambda^{-1}, theta_hat)`` are updated every round by recursive least squares; with
     ``switch_ratio = c`` the *policy* uses a frozen copy that is refreshed only when
     ``det Lambda_t > c det Lambda_last`` (``c = 2``: Abbasi-Yadkori et al.'s rarely switching
@@ -323,7 +350,7 @@ def linucb(env: LinearContextualEnv, T: int, *, delta: float = 0.01, lam: float 
             Xi = X[:, i]
             if rare:
                 XLp = Xi @ P_Linv
-                ucb = np.einsum("skd,sd->sk", Xi, P_theta) + linucb_beta(
+                ucb = np.einsum("skd,sd->sk", Xi, P_theta) + beta_scale * linucb_beta(
                     P_logdet, d, lam, env.noise_sd, delta, env.theta_norm)[:, None] * np.sqrt(
                     np.einsum("skd,skd->sk", XLp, Xi))
                 a = ucb.argmax(axis=1)
@@ -333,7 +360,7 @@ def linucb(env: LinearContextualEnv, T: int, *, delta: float = 0.01, lam: float 
             else:
                 XL = Xi @ Linv
                 w2 = np.einsum("skd,skd->sk", XL, Xi)
-                ucb = np.einsum("skd,sd->sk", Xi, theta) + linucb_beta(
+                ucb = np.einsum("skd,sd->sk", Xi, theta) + beta_scale * linucb_beta(
                     logdet, d, lam, env.noise_sd, delta, env.theta_norm)[:, None] * np.sqrt(w2)
                 a = ucb.argmax(axis=1)
                 x = Xi[ar, a]

@@ -16,7 +16,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-CONTEXT_KINDS = ("gaussian", "sphere", "anisotropic")
+CONTEXT_KINDS = ("gaussian", "sphere", "anisotropic", "basis")
+
+
+def squash_radius(r: np.ndarray) -> np.ndarray:
+    """The factor ``tanh(r) / r`` that maps a point at radius ``r`` into the open unit ball.
+
+    Strictly increasing in ``r`` (unlike clipping at norm 1), so two actions never tie in norm:
+    an ``argmax`` over norms (the first step of a design, LinUCB without data) then picks the same
+    action on every machine instead of breaking a tie by the last bit of a rounding.
+    """
+    r = np.asarray(r, dtype=float)
+    return np.where(r > 1e-12, np.tanh(r) / np.maximum(r, 1e-12), 1.0)
 
 
 @dataclass
@@ -34,9 +45,10 @@ class LinearContextualEnv:
     seed : int
         Seed of the context/noise stream.
     context : {"gaussian", "sphere", "anisotropic"}
-        ``gaussian``: ``x ~ N(0, I_d/d)`` rescaled into the unit ball; ``sphere``: uniform on the
-        unit sphere; ``anisotropic``: ``N(0, diag(s)^2)`` with scales ``s_i`` decaying from 1 to
-        0.1, rescaled into the unit ball (a context law where uniform exploration is poor).
+        ``gaussian``: ``x ~ N(0, I_d/d)`` mapped into the unit ball by :func:`squash_radius`;
+        ``sphere``: uniform on the unit sphere; ``anisotropic``: ``N(0, diag(s)^2)`` with scales
+        ``s_i`` decaying from 1 to 0.1, mapped into the unit ball the same way (a context law where
+        uniform exploration is poor).
     block : int
         Rounds per generated block.
     cache_bytes : int
@@ -48,6 +60,7 @@ class LinearContextualEnv:
     noise_sd: float = 0.5
     seed: int = 0
     context: str = "gaussian"
+    jitter: float = 0.1
     block: int = 512
     cache_bytes: int = 256 * 2**20
     _cache: dict = field(default_factory=dict, repr=False)
@@ -58,6 +71,9 @@ class LinearContextualEnv:
         self.theta = np.atleast_2d(np.asarray(self.theta, dtype=float))
         if self.K < 2:
             raise ValueError("K must be at least 2")
+        if self.context == "basis" and (self.K != self.d or not 0 <= self.jitter < 1):
+            raise ValueError(f"basis contexts need K = d and 0 <= jitter < 1, got K={self.K}, "
+                             f"d={self.d}, jitter={self.jitter}")
 
     @property
     def S(self) -> int:
@@ -76,13 +92,15 @@ class LinearContextualEnv:
 
     def _make_block(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         S, B, K, d = self.S, self.block, self.K, self.d
-        if self.context == "sphere":
+        if self.context in ("sphere", "basis"):
             x = rng.standard_normal((S, B, K, d))
             x /= np.linalg.norm(x, axis=-1, keepdims=True)
+            if self.context == "basis":
+                x = (1.0 - self.jitter) * np.eye(d) + self.jitter * x
         else:
             scale = np.ones(d) if self.context == "gaussian" else np.geomspace(1.0, 0.1, d)
             x = rng.standard_normal((S, B, K, d)) * scale / np.sqrt(d if self.context == "gaussian" else 1)
-            x /= np.maximum(1.0, np.linalg.norm(x, axis=-1, keepdims=True))
+            x *= squash_radius(np.linalg.norm(x, axis=-1, keepdims=True))
         eps = self.noise_sd * rng.standard_normal((S, B))
         return x, eps
 
@@ -142,6 +160,26 @@ def make_synthetic_env(S: int, d: int, K: int, seed: int = 0, noise_sd: float = 
     """``S`` random instances: ``theta*`` uniform on the sphere, i.i.d. contexts of kind ``context``."""
     return LinearContextualEnv(random_theta(S, d, seed), K=K, noise_sd=noise_sd, seed=seed,
                                context=context)
+
+
+def make_needle_env(gaps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: float = 0.5,
+                    jitter: float = 0.1) -> LinearContextualEnv:
+    """A family of hard instances in the spirit of the batched lower bound: ``len(gaps) * R`` instances.
+
+    ``K = d`` nearly fixed actions (``basis`` contexts: little diversity, so exploiting one action
+    teaches nothing about the others); in each instance one action, drawn at random, is better
+    than the rest by the gap ``Delta``: ``theta* = Delta e_{a*}``. Instance ``s`` has gap
+    ``gaps[s // R]`` (``R`` instances per gap). The worst case over a ladder of gaps, one at every
+    batch's scale ``sqrt(u / t_{m-1})``, is what a minimax lower bound charges an ``M``-batch
+    algorithm.
+    """
+    gaps = np.asarray(gaps, dtype=float)
+    if gaps.ndim != 1 or np.any(gaps <= 0) or np.any(gaps > 1) or R < 1:
+        raise ValueError("need gaps in (0, 1] (1-D) and R >= 1")
+    rng = np.random.default_rng([seed, 10_009])
+    theta = np.zeros((len(gaps) * R, d))
+    theta[np.arange(len(theta)), rng.integers(0, d, len(theta))] = np.repeat(gaps, R)
+    return LinearContextualEnv(theta, K=d, noise_sd=noise_sd, seed=seed, context="basis", jitter=jitter)
 
 
 class DigitsBanditEnv(LinearContextualEnv):

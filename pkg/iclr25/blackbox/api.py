@@ -53,6 +53,45 @@ def encode_task(vocab: Vocab, data: TaskData) -> EncodedTask:
     return EncodedTask(body, lengths, data.labels.clone())
 
 
+def prompted_logits(model: TinyLM, bos_id: int, prompts: torch.Tensor, offsets: torch.Tensor | None,
+                    body: torch.Tensor, lengths: torch.Tensor, verbalizer: torch.Tensor) -> torch.Tensor:
+    """Verbalizer logits of K prompted copies of a batch: the computation behind the black box.
+
+    Differentiable (the black box calls it under ``no_grad``; a white-box check can take the
+    gradient with respect to ``offsets``). Every output lives on ``body``'s device, which must be
+    the model's.
+
+    Parameters
+    ----------
+    prompts : LongTensor (K, n), token ids of K discrete prompts.
+    offsets : None or Tensor (K, n, D) or (K, B, n, D), added to the prompt embeddings.
+    body : LongTensor (B, L), right-padded inputs ``w_1 … w_L ?``; lengths : (B,) true lengths.
+    verbalizer : LongTensor (C,), token ids of the label words.
+
+    Returns
+    -------
+    Tensor (K, B, C): the next-token logits of the label words after '?'.
+    """
+    K, n = prompts.shape
+    B, L = body.shape
+    D = model.cfg.d_model
+    bos = torch.full((K, B, 1), bos_id, dtype=torch.long, device=body.device)
+    ids = torch.cat([bos, prompts[:, None, :].expand(K, B, n), body[None].expand(K, B, L)], -1)
+    ids = ids.reshape(K * B, 1 + n + L)
+    emb_offset = None
+    if offsets is not None:
+        if offsets.dim() == 3:
+            offsets = offsets[:, None].expand(K, B, n, D)
+        if offsets.shape != (K, B, n, D):
+            raise ValueError(f"offsets must have shape (K, n, D) or (K, B, n, D) = "
+                             f"({K}, {B}, {n}, {D}), got {tuple(offsets.shape)}")
+        zeros = offsets.new_zeros(K * B, 1, D)
+        emb_offset = torch.cat([zeros, offsets.reshape(K * B, n, D), zeros.expand(K * B, L, D)], 1)
+    last = (lengths + n).repeat(K)  # index of '?' = 1 + n + len - 1
+    out = model.logits_at(ids, last, embed_offset=emb_offset)[:, verbalizer]
+    return out.reshape(K, B, -1)
+
+
 class BlackBoxLM:
     """A frozen :class:`TinyLM` answering prompted classification queries, with a query budget.
 
@@ -74,8 +113,10 @@ class BlackBoxLM:
         Queries used so far (each minibatch forward in :meth:`query`).
     n_eval_examples : int
         Examples scored by :meth:`evaluate` (dev/test scoring, not charged, as in the paper).
-    embed_dim, embedding_std : public metadata a prompt-tuning user is given (BBT uses the
-        embedding std to scale its random projection).
+    embed_dim : int
+        Public metadata a prompt-tuning user is given: the embedding width.
+    embedding_std : float
+        Public metadata: the std of the embedding table (BBT scales its random projection by it).
     """
 
     def __init__(self, model: TinyLM, vocab: Vocab, task: str, budget: int,
@@ -104,29 +145,13 @@ class BlackBoxLM:
     @torch.no_grad()
     def _forward(self, prompts: torch.Tensor, offsets: torch.Tensor | None,
                  batch: EncodedTask) -> torch.Tensor:
-        """prompts (K, n), offsets None | (K, n, D) | (K, B, n, D) -> verbalizer logits (K, B, C)."""
-        prompts = prompts.detach().to(self.__device)
-        K, n = prompts.shape
-        body, lengths = batch.body.to(self.__device), batch.lengths.to(self.__device)
-        B, L = body.shape
-        bos = torch.full((K, B, 1), self.__bos, dtype=torch.long, device=self.__device)
-        ids = torch.cat([bos, prompts[:, None, :].expand(K, B, n), body[None].expand(K, B, L)], -1)
-        ids = ids.reshape(K * B, 1 + n + L)
-        emb_offset = None
-        if offsets is not None:
-            offsets = offsets.detach().to(self.__device, torch.float32)
-            D = self.embed_dim
-            if offsets.dim() == 3:
-                offsets = offsets[:, None].expand(K, B, n, D)
-            if offsets.shape != (K, B, n, D):
-                raise ValueError(f"offsets must have shape (K, n, D) or (K, B, n, D) = "
-                                 f"({K}, {B}, {n}, {D}), got {tuple(offsets.shape)}")
-            emb_offset = torch.zeros(K * B, 1 + n + L, D, device=self.__device)
-            emb_offset[:, 1:1 + n] = offsets.reshape(K * B, n, D)
-        logits = self.__model(ids, embed_offset=emb_offset)
-        last = (lengths + n).repeat(K)  # index of '?' = 1 + n + len - 1
-        out = logits[torch.arange(K * B, device=self.__device), last][:, self.__verbalizer]
-        return out.reshape(K, B, -1).float().cpu()
+        """prompts (K, n), offsets None | (K, n, D) | (K, B, n, D) -> verbalizer logits (K, B, C)
+        on the CPU (the model runs on the black box's device)."""
+        dev = self.__device
+        logits = prompted_logits(self.__model, self.__bos, prompts.detach().to(dev),
+                                 None if offsets is None else offsets.detach().to(dev, torch.float32),
+                                 batch.body.to(dev), batch.lengths.to(dev), self.__verbalizer)
+        return logits.float().cpu()
 
     def query(self, prompts: torch.Tensor, offsets: torch.Tensor | None,
               batch: EncodedTask) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,14 +2,15 @@
 
 ``cma`` is not a dependency of the book, so this is a compact ask/tell implementation with
 the tutorial's default parameters (rank-one + rank-μ covariance update, cumulative step-size
-adaptation).
+adaptation). The linear algebra runs in torch (float64, on the CPU, with torch's thread
+setting), so that it does not start a second BLAS thread pool beside the model's.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
+import torch
 
 
 class CMAES:
@@ -17,7 +18,7 @@ class CMAES:
 
     Parameters
     ----------
-    x0 : array (n,)
+    x0 : Tensor or array (n,)
         Initial mean.
     sigma0 : float
         Initial step size.
@@ -26,59 +27,60 @@ class CMAES:
     seed : int
         Seed of the sampling generator.
 
-    Use ``X = es.ask()`` (λ, n), evaluate ``f`` on each row, then ``es.tell(X, f_values)``.
+    Use ``X = es.ask()`` (λ, n) float64, evaluate ``f`` on each row, then ``es.tell(X, f_values)``.
     """
 
-    def __init__(self, x0: np.ndarray, sigma0: float, *, popsize: int | None = None,
-                 seed: int = 0) -> None:
-        x0 = np.asarray(x0, dtype=float)
-        if x0.ndim != 1 or sigma0 <= 0:
+    def __init__(self, x0, sigma0: float, *, popsize: int | None = None, seed: int = 0) -> None:
+        x0 = torch.as_tensor(x0, dtype=torch.float64).cpu()
+        if x0.dim() != 1 or sigma0 <= 0:
             raise ValueError("x0 must be a vector and sigma0 > 0")
-        n = x0.size
-        self.n, self.mean, self.sigma = n, x0.copy(), float(sigma0)
+        n = x0.numel()
+        self.n, self.mean, self.sigma = n, x0.clone(), float(sigma0)
         self.lam = popsize or 4 + int(3 * math.log(n))
         if self.lam < 2:
             raise ValueError(f"popsize must be >= 2, got {self.lam}")
         self.mu = self.lam // 2
-        w = math.log(self.mu + 0.5) - np.log(np.arange(1, self.mu + 1))
+        w = math.log(self.mu + 0.5) - torch.log(torch.arange(1, self.mu + 1, dtype=torch.float64))
         self.weights = w / w.sum()
-        self.mueff = 1.0 / float(np.sum(self.weights ** 2))
+        self.mueff = 1.0 / float((self.weights ** 2).sum())
         self.cc = (4 + self.mueff / n) / (n + 4 + 2 * self.mueff / n)
         self.cs = (self.mueff + 2) / (n + self.mueff + 5)
         self.c1 = 2 / ((n + 1.3) ** 2 + self.mueff)
         self.cmu = min(1 - self.c1, 2 * (self.mueff - 2 + 1 / self.mueff) / ((n + 2) ** 2 + self.mueff))
         self.damps = 1 + 2 * max(0.0, math.sqrt((self.mueff - 1) / (n + 1)) - 1) + self.cs
         self.chi_n = math.sqrt(n) * (1 - 1 / (4 * n) + 1 / (21 * n ** 2))
-        self.pc, self.ps = np.zeros(n), np.zeros(n)
-        self.B, self.D, self.C = np.eye(n), np.ones(n), np.eye(n)
+        self.pc, self.ps = torch.zeros(n, dtype=torch.float64), torch.zeros(n, dtype=torch.float64)
+        self.B, self.D = torch.eye(n, dtype=torch.float64), torch.ones(n, dtype=torch.float64)
+        self.C = torch.eye(n, dtype=torch.float64)
         self.generation = 0
-        self.rng = np.random.default_rng(seed)
+        self.gen = torch.Generator().manual_seed(seed)
 
-    def ask(self) -> np.ndarray:
-        """λ candidates x_k = m + σ B D z_k, z_k ~ N(0, I): array (λ, n)."""
-        z = self.rng.standard_normal((self.lam, self.n))
+    def ask(self) -> torch.Tensor:
+        """λ candidates x_k = m + σ B D z_k, z_k ~ N(0, I): Tensor (λ, n), float64."""
+        z = torch.randn(self.lam, self.n, generator=self.gen, dtype=torch.float64)
         return self.mean + self.sigma * (z * self.D) @ self.B.T
 
-    def tell(self, X: np.ndarray, fvals: np.ndarray) -> None:
+    def tell(self, X, fvals) -> None:
         """Update mean, evolution paths, covariance and step size from evaluated candidates."""
-        X, fvals = np.asarray(X, float), np.asarray(fvals, float)
+        X = torch.as_tensor(X, dtype=torch.float64).cpu()
+        fvals = torch.as_tensor(fvals, dtype=torch.float64).cpu()
         if X.shape != (self.lam, self.n) or fvals.shape != (self.lam,):
             raise ValueError(f"tell needs X ({self.lam}, {self.n}) and f ({self.lam},)")
         self.generation += 1
-        best = np.argsort(fvals, kind="stable")[: self.mu]
+        best = torch.argsort(fvals, stable=True)[: self.mu]
         old = self.mean
         self.mean = self.weights @ X[best]
         y_w = (self.mean - old) / self.sigma
-        inv_sqrt_c = self.B @ np.diag(1 / self.D) @ self.B.T
+        inv_sqrt_c = (self.B / self.D) @ self.B.T
         self.ps = (1 - self.cs) * self.ps + math.sqrt(self.cs * (2 - self.cs) * self.mueff) * inv_sqrt_c @ y_w
-        ps_norm = float(np.linalg.norm(self.ps))
+        ps_norm = float(self.ps.norm())
         hsig = ps_norm / math.sqrt(1 - (1 - self.cs) ** (2 * self.generation)) / self.chi_n < 1.4 + 2 / (self.n + 1)
         self.pc = (1 - self.cc) * self.pc + hsig * math.sqrt(self.cc * (2 - self.cc) * self.mueff) * y_w
         Y = (X[best] - old) / self.sigma
         self.C = ((1 - self.c1 - self.cmu) * self.C
-                  + self.c1 * (np.outer(self.pc, self.pc) + (1 - hsig) * self.cc * (2 - self.cc) * self.C)
+                  + self.c1 * (torch.outer(self.pc, self.pc) + (1 - hsig) * self.cc * (2 - self.cc) * self.C)
                   + self.cmu * (Y.T * self.weights) @ Y)
         self.sigma *= math.exp((self.cs / self.damps) * (ps_norm / self.chi_n - 1))
         self.C = (self.C + self.C.T) / 2
-        eigval, self.B = np.linalg.eigh(self.C)
-        self.D = np.sqrt(np.clip(eigval, 1e-20, None))
+        eigval, self.B = torch.linalg.eigh(self.C)
+        self.D = eigval.clamp_min(1e-20).sqrt()

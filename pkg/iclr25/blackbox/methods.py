@@ -13,6 +13,11 @@ Protocol shared by all (as in the official code): minibatches of the few-shot tr
 after each pass over it, the current prompt (argmax tokens, current z) is scored on the dev set,
 and the best dev pair is kept; the final test accuracy is that of the best dev pair. Dev and
 test scoring is not charged to the query budget; training stops when the budget is spent.
+A policy with Gumbel noise is scored under two deployment rules, each with its own dev selection
+(:class:`RunResult.selections`): the paper's Gumbel draw and the policy's mode.
+
+The optimiser state (policy, z, CMA-ES) lives on the CPU; the black box moves what it needs to
+its own device and returns CPU tensors.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-import numpy as np
 import torch
 
 from iclr25.blackbox.api import BlackBoxLM, BudgetExceeded, EncodedTask
@@ -45,22 +49,18 @@ class PromptTuningConfig:
 
 
 @dataclass
-class RunResult:
-    """What one run of a method returns.
+class Selection:
+    """The prompt a run deploys under one rule, chosen on the dev set.
 
     ``curve``: one row per dev evaluation, (queries used, dev acc of the current prompt,
-    test acc of the best-dev prompt so far). ``trace``: per step diagnostics.
+    test acc of the best-dev prompt so far).
     """
 
-    method: str
     prompt: torch.Tensor                 # best-dev token ids (n,)
     z: torch.Tensor | None               # best-dev continuous prompt (d,)
     best_dev: float
     test_acc: float
-    queries: int
     curve: list[tuple[int, float, float]] = field(default_factory=list)
-    trace: dict[str, list[float]] = field(default_factory=dict)
-    probs: torch.Tensor | None = None    # final policy p (n, V) if the method has one
 
     def test_at(self, queries: int) -> float:
         """Test accuracy of the best-dev prompt among evaluations made within ``queries``."""
@@ -72,25 +72,69 @@ class RunResult:
         return acc
 
 
+@dataclass
+class RunResult:
+    """What one run of a method returns.
+
+    ``selections`` maps a deployment rule to its dev-selected prompt: ``"draw"`` (the argmax of
+    the Gumbel-perturbed policy, what the official ZO-PoG code deploys: a random draw from the
+    policy), ``"mode"`` (the argmax of the noise-free policy) or ``"fixed"`` (a method without a
+    policy). The first entry is the method's own rule; ``prompt``, ``z``, ``best_dev``,
+    ``test_acc``, ``curve`` and ``test_at`` refer to it. ``trace``: per step diagnostics.
+    """
+
+    method: str
+    queries: int
+    selections: dict[str, Selection]
+    trace: dict[str, list[float]] = field(default_factory=dict)
+    probs: torch.Tensor | None = None    # final policy p (n, V) if the method has one
+
+    @property
+    def primary(self) -> Selection:
+        return next(iter(self.selections.values()))
+
+    @property
+    def prompt(self) -> torch.Tensor:
+        return self.primary.prompt
+
+    @property
+    def z(self) -> torch.Tensor | None:
+        return self.primary.z
+
+    @property
+    def best_dev(self) -> float:
+        return self.primary.best_dev
+
+    @property
+    def test_acc(self) -> float:
+        return self.primary.test_acc
+
+    @property
+    def curve(self) -> list[tuple[int, float, float]]:
+        return self.primary.curve
+
+    def test_at(self, queries: int) -> float:
+        """Test accuracy of the primary rule's best-dev prompt within ``queries``."""
+        return self.primary.test_at(queries)
+
+
 class _Tracker:
-    """Dev-based model selection with lazily computed test accuracy."""
+    """Dev-based model selection with lazily computed test accuracy (one deployment rule)."""
 
     def __init__(self, bb: BlackBoxLM, dev: EncodedTask, test: EncodedTask,
                  offset_of: Callable[[torch.Tensor | None], torch.Tensor | None]) -> None:
         self.bb, self.dev, self.test, self.offset_of = bb, dev, test, offset_of
-        self.best_dev, self.test_acc = -1.0, float("nan")
-        self.prompt: torch.Tensor | None = None
-        self.z: torch.Tensor | None = None
-        self.curve: list[tuple[int, float, float]] = []
+        self.best = Selection(torch.empty(0, dtype=torch.long), None, -1.0, float("nan"))
 
     def __call__(self, prompt: torch.Tensor, z: torch.Tensor | None) -> float:
         off = self.offset_of(z)
         acc = self.bb.evaluate(prompt, off, self.dev)
-        if acc > self.best_dev:
-            self.best_dev, self.prompt = acc, prompt.clone()
-            self.z = None if z is None else z.clone()
-            self.test_acc = self.bb.evaluate(prompt, off, self.test)
-        self.curve.append((self.bb.n_queries, acc, self.test_acc))
+        best = self.best
+        if acc > best.best_dev:
+            best.best_dev, best.prompt = acc, prompt.clone()
+            best.z = None if z is None else z.clone()
+            best.test_acc = self.bb.evaluate(prompt, off, self.test)
+        best.curve.append((self.bb.n_queries, acc, best.test_acc))
         return acc
 
 
@@ -140,9 +184,19 @@ def run_zo_pog(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: Encod
     fixed = candidates[torch.randint(V, (n_pos,), generator=gen)]
     policy = CategoricalPromptPolicy(n_pos, V, tau=cfg.tau, gumbel=gumbel, generator=gen) if discrete else None
     z = torch.zeros(d) if continuous else None
-    track = _Tracker(bb, dev, test, offset_of)
+    if not discrete:
+        rules = {"fixed": lambda: fixed}
+    elif gumbel:  # the paper's deployment (a Gumbel draw), and the policy's mode
+        rules = {"draw": lambda: candidates[policy.argmax()], "mode": lambda: candidates[policy.mode()]}
+    else:
+        rules = {"mode": lambda: candidates[policy.mode()]}
+    trackers = {r: _Tracker(bb, dev, test, offset_of) for r in rules}
+
+    def track() -> None:
+        for r, current in rules.items():
+            trackers[r](current(), z)
+
     trace: dict[str, list[float]] = {"queries": [], "loss": [], "zo_grad_norm": []}
-    current = (lambda: candidates[policy.argmax()]) if discrete else (lambda: fixed)
     batches = _minibatches(train, B, gen)
     try:
         for batch, end_of_pass in batches:
@@ -171,13 +225,13 @@ def run_zo_pog(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: Encod
             trace["loss"].append(loss)
             trace["zo_grad_norm"].append(gnorm)
             if end_of_pass:
-                track(current(), z)
+                track()
     except BudgetExceeded:
         pass
-    track(current(), z)
+    track()
     label = name or ("ZO-PoG" if discrete and continuous else "ZO-only" if continuous else "PG-only")
-    return RunResult(label, track.prompt, track.z, track.best_dev, track.test_acc, bb.n_queries,
-                     track.curve, trace, None if policy is None else policy.probs.clone())
+    return RunResult(label, bb.n_queries, {r: t.best for r, t in trackers.items()}, trace,
+                     None if policy is None else policy.probs.clone())
 
 
 def run_bdpl(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: EncodedTask,
@@ -200,8 +254,7 @@ def run_bdpl(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: Encoded
     except BudgetExceeded:
         pass
     track(candidates[policy.argmax()], None)
-    return RunResult("BDPL", track.prompt, None, track.best_dev, track.test_acc, bb.n_queries,
-                     track.curve, trace, policy.probs.clone())
+    return RunResult("BDPL", bb.n_queries, {"mode": track.best}, trace, policy.probs.clone())
 
 
 def run_bbt(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: EncodedTask,
@@ -216,16 +269,15 @@ def run_bbt(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: EncodedT
     D = bb.embed_dim
     offset_of = _offset_fn(A, n_pos, D)
     fixed = candidates[torch.randint(candidates.numel(), (n_pos,), generator=gen)]
-    es = CMAES(np.zeros(A.shape[1]), cfg.sigma0, popsize=cfg.popsize, seed=seed)
+    es = CMAES(torch.zeros(A.shape[1], dtype=torch.float64), cfg.sigma0, popsize=cfg.popsize, seed=seed)
     track = _Tracker(bb, dev, test, offset_of)
     trace: dict[str, list[float]] = {"queries": [], "loss": []}
-    mean = lambda: torch.tensor(es.mean, dtype=torch.float32)  # noqa: E731
+    mean = lambda: es.mean.to(A.dtype)  # noqa: E731
     try:
         for batch, end_of_pass in _minibatches(train, cfg.batch_size, gen):
             X = es.ask()
-            losses, _ = bb.query(fixed[None].expand(es.lam, n_pos),
-                                 offset_of(torch.tensor(X, dtype=torch.float32)), batch)
-            es.tell(X, losses.mean(1).double().numpy())
+            losses, _ = bb.query(fixed[None].expand(es.lam, n_pos), offset_of(X.to(A.dtype)), batch)
+            es.tell(X, losses.mean(1))
             trace["queries"].append(bb.n_queries)
             trace["loss"].append(float(losses.mean()))
             if end_of_pass:
@@ -233,12 +285,12 @@ def run_bbt(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: EncodedT
     except BudgetExceeded:
         pass
     track(fixed, mean())
-    return RunResult("BBT", track.prompt, track.z, track.best_dev, track.test_acc, bb.n_queries,
-                     track.curve, trace)
+    return RunResult("BBT", bb.n_queries, {"fixed": track.best}, trace)
 
 
 def evaluate_manual(bb: BlackBoxLM, dev: EncodedTask, test: EncodedTask, prompt: torch.Tensor) -> RunResult:
     """A hand-written prompt: no query, no training."""
     dev_acc = bb.evaluate(prompt, None, dev)
     test_acc = bb.evaluate(prompt, None, test)
-    return RunResult("Manual", prompt.clone(), None, dev_acc, test_acc, 0, [(0, dev_acc, test_acc)])
+    return RunResult("Manual", 0, {"fixed": Selection(prompt.clone(), None, dev_acc, test_acc,
+                                                      [(0, dev_acc, test_acc)])})

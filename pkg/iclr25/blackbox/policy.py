@@ -98,8 +98,16 @@ class CategoricalPromptPolicy:
         return torch.multinomial(self.probs, n_samples, replacement=True, generator=self.gen).T
 
     def argmax(self) -> torch.Tensor:
-        """The most likely prompt under the current p: LongTensor (n,)."""
+        """The most likely prompt under the current p: LongTensor (n,).
+
+        With Gumbel noise this is the paper's deployed prompt, and a random one: by the
+        Gumbel-max trick, ``argmax(log α + g)`` is a draw from ``Cat(α / Σα)``.
+        """
         return self.probs.argmax(-1)
+
+    def mode(self) -> torch.Tensor:
+        """The mode of the noise-free policy, ``argmax_v α_{i,v}`` per position: LongTensor (n,)."""
+        return self.alpha.argmax(-1)
 
     def score(self, samples: torch.Tensor) -> torch.Tensor:
         """∂ log P(j)/∂α for each sample: (I, n) -> (I, n, V), (1[v=j_i] − p_iv)/(τ α_iv)."""

@@ -24,7 +24,7 @@ ZO_DISTS = ("gaussian", "sphere")
 def zo_directions(n_dirs: int, d: int, *, dist: str = "gaussian",
                   generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
                   device: torch.device | str | None = None) -> torch.Tensor:
-    """``n_dirs`` random directions in R^d, shape (n_dirs, d).
+    """``n_dirs`` random directions in R^d, shape (n_dirs, d), on ``device``.
 
     ``"gaussian"``: u ~ N(0, I_d); ``"sphere"``: u uniform on the unit sphere.
     """
@@ -32,7 +32,10 @@ def zo_directions(n_dirs: int, d: int, *, dist: str = "gaussian",
         raise ValueError(f"unknown direction distribution {dist!r}; valid: {', '.join(ZO_DISTS)}")
     if n_dirs < 1:
         raise ValueError(f"n_dirs must be >= 1, got {n_dirs}")
-    u = torch.randn(n_dirs, d, generator=generator, dtype=dtype, device=device)
+    # draw where the generator lives (a CPU generator cannot fill a CUDA tensor), then move
+    u = torch.randn(n_dirs, d, generator=generator, dtype=dtype,
+                    device=None if generator is None else generator.device)
+    u = u.to(device) if device is not None else u
     return u if dist == "gaussian" else u / u.norm(dim=1, keepdim=True)
 
 

@@ -237,18 +237,19 @@ class TaskData:
 
 
 def make_task_data(task: str, n: int, rng: np.random.Generator, *,
-                   per_class: bool = False, shifted: bool = True) -> TaskData:
+                   per_class: bool = False, shifted: bool = True, ties: str = "negative") -> TaskData:
     """``n`` labelled sentences of ``task`` (``n`` per class if ``per_class``: a k-shot set).
 
     ``shifted=True`` draws from :func:`downstream_sentence`, else from the pre-training
-    distribution.
+    distribution. ``ties`` labels a sentiment tie (as many positive as negative adjectives):
+    ``"negative"`` (``bad``) or ``"positive"`` (``good``), see :meth:`Sentence.label`.
     """
     n_classes = len(VERBALIZERS[check_task(task)])
     want = {c: n for c in range(n_classes)} if per_class else None
     sents: list[Sentence] = []
     while (sum(want.values()) if want else n - len(sents)) > 0:
         s = downstream_sentence(rng, task) if shifted else pretraining_sentence(rng)
-        y = s.label(task)
+        y = s.label(task, ties=ties)
         if want is not None:
             if want[y] == 0:
                 continue
@@ -257,13 +258,17 @@ def make_task_data(task: str, n: int, rng: np.random.Generator, *,
     order = rng.permutation(len(sents)) if per_class else np.arange(len(sents))
     sents = [sents[i] for i in order]
     return TaskData(task, tuple(s.words for s in sents),
-                    torch.tensor([s.label(task) for s in sents], dtype=torch.long))
+                    torch.tensor([s.label(task, ties=ties) for s in sents], dtype=torch.long))
 
 
-def few_shot_split(task: str, k_shot: int, n_test: int, seed: int) -> dict[str, TaskData]:
+def few_shot_split(task: str, k_shot: int, n_test: int, seed: int, *,
+                   ties: str = "negative") -> dict[str, TaskData]:
     """The paper's few-shot protocol: ``k_shot`` examples per class for train and for dev,
-    and a large test set, all from the shifted downstream distribution of ``task``."""
+    and a large test set, all from the shifted downstream distribution of ``task``.
+
+    ``ties`` is the downstream labelling convention of a sentiment tie (see
+    :meth:`Sentence.label`)."""
     rng = np.random.default_rng([seed, TASKS.index(check_task(task)), 7])
-    return {"train": make_task_data(task, k_shot, rng, per_class=True),
-            "dev": make_task_data(task, k_shot, rng, per_class=True),
-            "test": make_task_data(task, n_test, rng)}
+    return {"train": make_task_data(task, k_shot, rng, per_class=True, ties=ties),
+            "dev": make_task_data(task, k_shot, rng, per_class=True, ties=ties),
+            "test": make_task_data(task, n_test, rng, ties=ties)}

@@ -134,6 +134,44 @@ class TinyLM(nn.Module):
         logits = self.ln_f(x) @ self.tok.weight.T
         return (logits, hidden) if return_hidden else logits
 
+    def logits_at(self, ids: torch.Tensor, positions: torch.Tensor, *,
+                  embed_offset: torch.Tensor | None = None) -> torch.Tensor:
+        """Next-token logits at one position per row: ``forward(ids)[b, positions[b]]``, cheaper.
+
+        Causality makes everything after ``positions[b]`` irrelevant, and the last block is only
+        needed at that position: its keys and values come from every earlier position, but its
+        attention output, MLP, final norm and vocabulary projection are computed for one token
+        per row (about 40% of the work of :meth:`forward` for short sequences).
+
+        Parameters
+        ----------
+        ids : LongTensor (B, T); positions : LongTensor (B,), on the same device.
+        embed_offset : FloatTensor broadcastable to (B, T, D), optional, as in :meth:`forward`.
+
+        Returns
+        -------
+        FloatTensor (B, vocab).
+        """
+        B, T = ids.shape
+        x = self.embed(ids)
+        if embed_offset is not None:
+            x = x + embed_offset
+        if T > self.cfg.max_len:
+            raise ValueError(f"sequence length {T} exceeds max_len={self.cfg.max_len}")
+        x = x + self.pos(torch.arange(T, device=x.device))
+        for block in self.blocks[:-1]:
+            x = block(x)
+        last = self.blocks[-1]
+        rows = torch.arange(B, device=x.device)
+        H, D = last.attn.n_heads, self.cfg.d_model
+        q, k, v = last.attn.qkv(last.ln1(x)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        q = q[rows, :, positions][:, :, None]                           # (B, H, 1, D/H)
+        visible = torch.arange(T, device=x.device)[None, :] <= positions[:, None]  # (B, T)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=visible[:, None, None, :])
+        h = x[rows, positions] + last.attn.proj(y.reshape(B, D))
+        h = h + last.mlp(last.ln2(h))
+        return self.ln_f(h) @ self.tok.weight.T
+
     def n_params(self) -> int:
         """Number of parameters (tied embeddings counted once)."""
         return sum(p.numel() for p in self.parameters())

@@ -33,17 +33,20 @@ METHODS = ("sorel", "lsvrg", "prospect", "saddle_saga", "sgd")
 @dataclass
 class Trace:
     """What an optimiser did: ``evals[k]`` gradient evaluations, ``values[k] = F(w)`` there,
-    ``seconds[k]`` optimiser wall time (monitoring excluded); final iterate ``w`` and dual ``lam``."""
+    ``iterates[k]`` that ``w`` (d,), ``seconds[k]`` optimiser wall time (monitoring excluded);
+    final iterate ``w`` and dual ``lam``."""
 
     evals: list[int] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    iterates: list[np.ndarray] = field(default_factory=list)
     w: np.ndarray | None = None
     lam: np.ndarray | None = None
 
     def record(self, evals: int, problem: LinearProblem, w: np.ndarray, sigma: np.ndarray,
                seconds: float) -> None:
         value = problem.objective(w, sigma)
+        self.iterates.append(np.array(w, dtype=float))
         self.evals.append(int(evals))
         self.values.append(value if np.isfinite(value) else np.inf)
         self.seconds.append(seconds)
@@ -127,9 +130,9 @@ def sorel(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float
 
     Outer step k (w_k current, w_{k-1} previous):
       ``v = l(w_k) + theta_k (l(w_k) - l(w_{k-1}))``, ``lam_{k+1} = Proj_Pi(lam_k + tau_k v)``;
-      ``w_{k+1} ~ argmin_w lam_{k+1} @ l(w) + mu/2 ||w||^2 + ||w - w_k||^2 / (2 rho_k)`` by n SVRG steps
+      ``w_{k+1} ~ argmin_w lam_{k+1} @ l(w) + mu/2 ||w||^2 + ||w - w_k||^2 / (2 eta_k)`` by n SVRG steps
       of size ``lr`` from ``w_k`` (snapshot ``w_k``);
-      ``theta = k/(k+1)``, ``tau = c_dual (k+1)/n``, ``rho = c_prox n/(k+1)`` (k counts outer steps).
+      ``theta = k/(k+1)``, ``tau = c_dual (k+1)/n``, ``eta = c_prox n/(k+1)`` (k counts outer steps).
 
     Cost: n evaluations (losses and snapshot gradients at w_k) + 2n (inner steps) per outer step.
 
@@ -147,7 +150,7 @@ def sorel(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float
     losses_prev = problem.phi(z)
     lam = vertex_weights(losses_prev, sigma)  # lam_0: sigma in the loss order at w_0
     evals, budget = n, passes * n
-    theta, tau, rho, k = 0.0, c_dual / n, c_prox * n, 0
+    theta, tau, eta, k = 0.0, c_dual / n, c_prox * n, 0
     trace.record(evals, problem, w, sigma, clock.pause())
     while evals + 3 * n <= budget:
         clock.resume()
@@ -156,11 +159,11 @@ def sorel(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float
         lam = project_permutahedron(lam + tau * (losses + theta * (losses - losses_prev)), sigma)
         losses_prev = losses
         k += 1
-        theta, tau, rho = k / (k + 1), c_dual * (k + 1) / n, c_prox * n / (k + 1)
+        theta, tau, eta = k / (k + 1), c_dual * (k + 1) / n, c_prox * n / (k + 1)
         d_snap = problem.dphi(z)
-        shift = lr * (X.T @ (lam * d_snap) - w / rho)  # snapshot gradient and the prox centre w_k
+        shift = lr * (X.T @ (lam * d_snap) - w / eta)  # snapshot gradient and the prox centre w_k
         w = _svrg_epoch(X, w, (n * lam).tolist(), d_snap.tolist(), dphi, lr,
-                        1.0 - lr * (mu + 1.0 / rho), shift, rng.integers(n, size=n).tolist())
+                        1.0 - lr * (mu + 1.0 / eta), shift, rng.integers(n, size=n).tolist())
         evals += 3 * n
         trace.record(evals, problem, w, sigma, clock.pause())
         if trace.diverged:
@@ -208,8 +211,8 @@ def prospect(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: fl
              seed: int = 0) -> Trace:
     """Prospect (Mehta, Roulet, Pillutla & Harchaoui, ICLR 2024), as in its code.
 
-    Tables: losses ``l``, gradient scalars ``g``, weights ``rho``; ``lam = lam*_nu(l)`` from the loss
-    table. Step: draw i, ``v = n lam_i grad l_i(w) - n rho_i g_i x_i + sum_j rho_j g_j x_j``,
+    Tables: losses ``l``, gradient scalars ``g``, weights ``lam_tab``; ``lam = lam*_nu(l)`` from the
+    loss table. Step: draw i, ``v = n lam_i grad l_i(w) - n lam_tab_i g_i x_i + sum_j lam_tab_j g_j x_j``,
     ``w <- (w - lr v) / (1 + lr mu)`` (prox of the l2 term); then refresh ``l_i``, recompute ``lam``
     (a PAV projection), and replace table entry i by (``grad l_i(w_old)``, old ``lam_i``).
     """
@@ -220,8 +223,8 @@ def prospect(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: fl
     w = np.zeros(problem.d)
     losses, gtab = _saga_tables(problem, w)
     lam = smoothed_weights(losses, sigma, nu)
-    rho = lam.copy()
-    gbar = X.T @ (rho * gtab)
+    lam_tab = lam.copy()
+    gbar = X.T @ (lam_tab * gtab)
     evals, budget = n, passes * n
     trace.record(evals, problem, w, sigma, clock.pause())
     scale = 1.0 / (1.0 + lr * mu)
@@ -237,12 +240,12 @@ def prospect(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: fl
         zi = float(xi @ w)
         gi = dphi(zi, i)
         cur = lam[i]
-        c = n * (cur * gi - rho[i] * gtab[i])
+        c = n * (cur * gi - lam_tab[i] * gtab[i])
         w = scale * (w - lr * (c * xi + gbar))
         losses[i] = phi(zi, i)
         lam, order = _project_warm(inv_n + losses / nn, order, sigma)
-        gbar += (cur * gi - rho[i] * gtab[i]) * xi
-        rho[i], gtab[i] = cur, gi
+        gbar += (cur * gi - lam_tab[i] * gtab[i]) * xi
+        lam_tab[i], gtab[i] = cur, gi
         evals += 1
     trace.record(evals, problem, w, sigma, clock.pause())
     trace.w, trace.lam = w, lam
@@ -265,8 +268,8 @@ def saddle_saga(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes:
     w = np.zeros(problem.d)
     losses, gtab = _saga_tables(problem, w)
     lam = vertex_weights(losses, sigma)
-    rho = lam.copy()
-    gbar = X.T @ (rho * gtab)
+    lam_tab = lam.copy()
+    gbar = X.T @ (lam_tab * gtab)
     evals, budget = n, passes * n
     trace.record(evals, problem, w, sigma, clock.pause())
     scale, inv_n, denom = 1.0 / (1.0 + lr * mu), 1.0 / n, 1.0 + tau * n * nu
@@ -282,13 +285,13 @@ def saddle_saga(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes:
         gi = dphi(zi, i)
         li = phi(zi, i)
         cur = lam[i]
-        w = scale * (w - lr * (n * (cur * gi - rho[i] * gtab[i]) * xi + gbar))
+        w = scale * (w - lr * (n * (cur * gi - lam_tab[i] * gtab[i]) * xi + gbar))
         est = losses.copy()
         est[i] += n * (li - losses[i])
         lam, order = _project_warm(inv_n + (lam + tau * est - inv_n) / denom, order, sigma)
         losses[i] = li
-        gbar += (cur * gi - rho[i] * gtab[i]) * xi
-        rho[i], gtab[i] = cur, gi
+        gbar += (cur * gi - lam_tab[i] * gtab[i]) * xi
+        lam_tab[i], gtab[i] = cur, gi
         evals += 1
     trace.record(evals, problem, w, sigma, clock.pause())
     trace.w, trace.lam = w, lam

@@ -4,7 +4,9 @@ Every kernel ``k`` knows three things, all on batches of points ``(..., N, d)``:
 
 * ``k.matrix(X, Y)``: the Gram matrix ``K[..., n, m] = k(x_n, y_m)``;
 * ``k.repulsion(X, Y)``: ``R[..., m, :] = sum_n grad_1 k(x_n, y_m)`` (the SVGD repulsive force);
-* ``k.stein(X, Y, SX, SY)``: the Stein kernel ``k_pi(x_n, y_m)`` given the scores ``SX, SY``.
+* ``k.stein(X, Y, SX, SY)``: the Stein kernel ``k_pi(x_n, y_m)`` given the scores ``SX, SY``;
+* ``k.svgd_terms(X, S)``: both at once for one particle set, the summed SVGD velocity and the summed
+  Stein kernel, from one pass over the Gram quantities (what an SVGD run that records its KSD needs).
 
 Radial kernels ``k(x, y) = f(|x - y|^2)`` need only their profile ``f`` and its first two
 derivatives in ``u = |x - y|^2`` (:meth:`RadialKernel.profile`); everything else follows from
@@ -48,6 +50,12 @@ class Kernel:
         """
         raise NotImplementedError
 
+    def svgd_terms(self, X: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:
+        """``(N phi, N^2 KSD_V^2)`` for particles ``X (..., N, d)`` with scores ``S``: the SVGD
+        velocity times ``N``, ``(..., N, d)``, and the sum of the Stein kernel matrix, ``(...)``."""
+        drive = self.matrix(X, X).transpose(-1, -2) @ S + self.repulsion(X, X)
+        return drive, self.stein(X, X, S, S).sum((-1, -2))
+
     def __add__(self, other: "Kernel") -> "SumKernel":
         if not isinstance(other, Kernel):
             return NotImplemented
@@ -70,9 +78,20 @@ class RadialKernel(Kernel):
         return 2.0 * (f1.transpose(-1, -2) @ X - f1.sum(-2).unsqueeze(-1) * Y)
 
     def stein(self, X: Tensor, Y: Tensor, SX: Tensor, SY: Tensor) -> Tensor:
-        # k_pi = f s(x).s(y) + 2 f' [(s(y) - s(x)).(x - y) - d] - 4 u f''   (in place: N x N is big)
         u = sq_dists(X, Y)
+        return self._stein(X, Y, SX, SY, u, *self.profile(u))
+
+    def svgd_terms(self, X: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:
+        # one sq_dists and one profile serve the drift, the repulsion and the Stein kernel
+        u = sq_dists(X, X)
         f, f1, f2 = self.profile(u)
+        drive = f.transpose(-1, -2) @ S + 2.0 * (f1.transpose(-1, -2) @ X - f1.sum(-2).unsqueeze(-1) * X)
+        return drive, self._stein(X, X, S, S, u, f, f1, f2).sum((-1, -2))
+
+    @staticmethod
+    def _stein(X: Tensor, Y: Tensor, SX: Tensor, SY: Tensor, u: Tensor, f: Tensor, f1: Tensor,
+               f2: Tensor) -> Tensor:
+        # k_pi = f s(x).s(y) + 2 f' [(s(y) - s(x)).(x - y) - d] - 4 u f''   (in place: N x N is big)
         out = (SX @ SY.transpose(-1, -2)).mul_(f)  # f s(x).s(y)
         # (s(y) - s(x)).(x - y) = x.s(y) + s(x).y - s(x).x - s(y).y
         cross = (X @ SY.transpose(-1, -2)).add_(SX @ Y.transpose(-1, -2))
@@ -184,6 +203,10 @@ class SumKernel(Kernel):
 
     def stein(self, X: Tensor, Y: Tensor, SX: Tensor, SY: Tensor) -> Tensor:
         return sum(k.stein(X, Y, SX, SY) for k in self.kernels)  # type: ignore[return-value]
+
+    def svgd_terms(self, X: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:
+        parts = [k.svgd_terms(X, S) for k in self.kernels]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return " + ".join(map(repr, self.kernels))

@@ -52,12 +52,17 @@ def svgd(X0: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float, n_steps: int
     """
     check_particles(X0)
     _check_run(eta, n_steps, record_every)
-    X, trace = X0.clone(), []
+    X, trace, n = X0.clone(), [], X0.shape[-2]
     for t in range(n_steps + 1):
         S = scores(score_fn, X)
-        if t % record_every == 0:
+        record = t % record_every == 0
+        if record and t < n_steps:  # the KSD and the step share one pass over the Gram quantities
+            drive, stein_sum = kernel.svgd_terms(X, S)
+            trace.append(stein_sum / n**2)
+            X = X + (eta / n) * drive
+        elif record:
             trace.append(ksd_from_scores(X, S, kernel))
-        if t < n_steps:
+        else:
             X = X + eta * svgd_direction(X, S, kernel)
     return X, torch.stack(trace)
 
@@ -66,12 +71,16 @@ def ula(X0: Tensor, score_fn: ScoreFn, eta: float, n_steps: int,
         generator: torch.Generator | None = None) -> Tensor:
     """Unadjusted Langevin: ``x <- x + eta s(x) + sqrt(2 eta) xi`` for independent chains ``X0 (..., N, d)``.
 
-    The baseline with the same number of score evaluations as SVGD but no interaction.
+    The baseline with the same number of score evaluations as SVGD but no interaction. The result
+    lives on ``X0``'s device; ``generator`` may live on another device (e.g. a CPU generator).
     """
     check_particles(X0)
     _check_run(eta, n_steps, 1)
     X = X0.clone()
+    # draw the noise where the generator lives (a CPU generator cannot fill a CUDA tensor), then
+    # move it: the chains stay on X0's device and a seeded CPU generator gives the same noise anywhere
+    noise_device = generator.device if generator is not None else X.device
     for _ in range(n_steps):
-        noise = torch.randn(X.shape, dtype=X.dtype, device=X.device, generator=generator)
-        X = X + eta * scores(score_fn, X) + math.sqrt(2.0 * eta) * noise
+        noise = torch.randn(X.shape, dtype=X.dtype, device=noise_device, generator=generator)
+        X = X + eta * scores(score_fn, X) + math.sqrt(2.0 * eta) * noise.to(X.device)
     return X

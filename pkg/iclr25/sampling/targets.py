@@ -9,7 +9,10 @@ from .stein import ScoreFn
 
 
 def gaussian_score(mean: Tensor, cov: Tensor) -> ScoreFn:
-    """Score of ``N(mean, cov)``: ``s(x) = -cov^{-1} (x - mean)``; ``mean (d,)``, ``cov (d, d)``."""
+    """Score of ``N(mean, cov)``: ``s(x) = -cov^{-1} (x - mean)``; ``mean (d,)``, ``cov (d, d)``.
+
+    The score lives on the device of ``mean`` and ``cov`` (points must be there too).
+    """
     if mean.ndim != 1 or cov.shape != (mean.shape[0], mean.shape[0]):
         raise ValueError(f"need mean (d,) and cov (d, d), got {tuple(mean.shape)}, {tuple(cov.shape)}")
     prec = torch.linalg.inv(cov)  # symmetric, so (x - m) @ prec is the row form of prec (x - m)
@@ -27,10 +30,10 @@ def gaussian_mixture_score(means: Tensor, std: float, weights: Tensor | None = N
     ``s(x) = sum_k r_k(x) (m_k - x) / std^2`` with responsibilities ``r_k(x)`` (a softmax).
     """
     K = means.shape[0]
-    w = torch.full((K,), 1.0 / K, dtype=means.dtype) if weights is None else weights
+    w = torch.full((K,), 1.0 / K, dtype=means.dtype, device=means.device) if weights is None else weights
     if w.shape != (K,) or not std > 0:
         raise ValueError("need weights of shape (K,) and std > 0")
-    logw = torch.log(w / w.sum())
+    logw = torch.log(w / w.sum()).to(means.device)
 
     def score(X: Tensor) -> Tensor:
         diff = means - X.unsqueeze(-2)  # (..., N, K, d)
@@ -50,5 +53,5 @@ def logistic_posterior_score(A: Tensor, y: Tensor, prior_std: float = 1.0) -> Sc
     """
     if A.ndim != 2 or y.shape != (A.shape[0],) or not prior_std > 0:
         raise ValueError("need A (n, p), y (n,) and prior_std > 0")
-    y = y.to(A.dtype)
+    y = y.to(A)  # A's dtype and device
     return lambda W: (y - torch.sigmoid(W @ A.T)) @ A - W / prior_std**2
