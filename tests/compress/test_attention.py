@@ -15,7 +15,7 @@ from iclr25.compress.attention import (attention_loss, attention_loss_grad, atte
                                        gd_prune_factored, gd_prune_merged, logit_loss_grad,
                                        mask_adam, mask_gradient_descent, mean_curvature,
                                        merged_objective, pruned_weight, relative_attention_error,
-                                       row_masks)
+                                       row_masks, update_kept_merged)
 
 pytestmark = pytest.mark.usefixtures("float64_default", "one_thread")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -271,6 +271,10 @@ def test_gd_pipelines_keep_counts_and_the_update_lowers_the_calibration_error(de
         err = lambda Wp: relative_attention_error(attention_matrix(X, Wp, True), A)
         assert err(r["update"]) < err(r["mask"])
     assert info["M"].device.type == torch.device(device).type
+    keep = torch.rand(W.shape, generator=torch.Generator().manual_seed(3)).to(device) > 0.5
+    W_upd, hist = update_kept_merged(X, W, keep, "softmax", True, 50)
+    assert bool((W_upd[~keep] == 0).all()) and hist[-1] < hist[0]
+    assert all(b <= a + 1e-12 for a, b in zip(hist, hist[1:]))
     g = torch.Generator().manual_seed(16)
     Xf = torch.randn(2, 6, 8, generator=g).to(device)
     Wq, Wk = torch.randn(8, 8, generator=g).to(device), torch.randn(8, 8, generator=g).to(device)

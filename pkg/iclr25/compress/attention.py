@@ -403,6 +403,31 @@ def relative_attention_error(P: Tensor, P_ref: Tensor) -> float:
 
 
 # --------------------------------------------------------------------------- the whole pipeline
+def update_kept_merged(X: Tensor, W: Tensor, keep: Tensor, kind: str = "softmax", causal: bool = False,
+                       steps: int = 300) -> tuple[Tensor, list[float]]:
+    """The weight update after binarisation (ours): GD on the objective (``lam = 0``) over a free
+    scale of every kept weight, from ``keep o W``, step ``1/L`` at the start, unclipped.
+
+    ``X (B, N, d)``, ``W (d, d)``, ``keep bool (d, d)`` (any mask: the GD mask, or Wanda's for an
+    ablation) -> ``(W' (d, d) with zeros outside keep, loss history)``.
+    """
+    att = merged_objective(X, W, 0.0, causal, kind)
+    start = keep.to(W.dtype)
+    R, hist = mask_gradient_descent(att, start, 1.0 / curvature(att, start), steps, lo=None, hi=None,
+                                    support=keep)
+    return W * R, hist
+
+
+def update_kept_factored(loss_grad: LossGrad, Wq: Tensor, Wk: Tensor, keep: tuple[Tensor, Tensor],
+                         steps: int = 40, lr: float = 0.01) -> tuple[tuple[Tensor, Tensor], list[float]]:
+    """:func:`update_kept_merged` for factored masks, with Adam: ``loss_grad`` is a
+    :func:`factored_objective` with ``lam = 0``; returns ``((Wq', Wk'), loss history)``."""
+    kq, kk = keep
+    (Rq, Rk), hist = mask_adam(loss_grad, (kq.to(Wq.dtype), kk.to(Wk.dtype)), lr, steps, lo=None, hi=None,
+                               support=(kq, kk))
+    return (Wq * Rq, Wk * Rk), hist
+
+
 def gd_prune_merged(X: Tensor, W: Tensor, sparsities: Sequence[float], c: float, kind: str = "softmax",
                     causal: bool = False, steps: int = 300, refit_steps: int = 300
                     ) -> tuple[dict[float, dict[str, Tensor]], dict]:
@@ -427,11 +452,8 @@ def gd_prune_merged(X: Tensor, W: Tensor, sparsities: Sequence[float], c: float,
     out, refit_hist = {}, {}
     for s in sparsities:
         keep = binarize_mask(M, W, s)
-        start = keep.to(W.dtype)
-        L2 = curvature(att, start)
-        R, refit_hist[s] = mask_gradient_descent(att, start, 1.0 / L2, refit_steps, lo=None, hi=None,
-                                                 support=keep)
-        out[s] = {"mask": pruned_weight(W, keep), "update": W * R, "keep": keep}
+        W_upd, refit_hist[s] = update_kept_merged(X, W, keep, kind, causal, refit_steps)
+        out[s] = {"mask": pruned_weight(W, keep), "update": W_upd, "keep": keep}
     info = {"M": M, "lam": lam, "eta": 1.0 / (L + lam), "L": L, "mean_curvature": mc,
             "history": hist, "refit_history": refit_hist}
     return out, info
@@ -457,8 +479,6 @@ def gd_prune_factored(X: Tensor | Sequence[Tensor], Wq: Tensor, Wk: Tensor, n_he
     out, refit_hist = {}, {}
     for s in sparsities:
         kq, kk = binarize_mask(Mq, Wq, s), binarize_mask(Mk, Wk, s)
-        (Rq, Rk), refit_hist[s] = mask_adam(att, (kq.to(Wq.dtype), kk.to(Wk.dtype)), refit_lr, refit_steps,
-                                            lo=None, hi=None, support=(kq, kk))
-        out[s] = {"mask": (pruned_weight(Wq, kq), pruned_weight(Wk, kk)), "update": (Wq * Rq, Wk * Rk),
-                  "keep": (kq, kk)}
+        upd, refit_hist[s] = update_kept_factored(att, Wq, Wk, (kq, kk), refit_steps, refit_lr)
+        out[s] = {"mask": (pruned_weight(Wq, kq), pruned_weight(Wk, kk)), "update": upd, "keep": (kq, kk)}
     return out, {"M": (Mq, Mk), "lam": lam, "history": hist, "refit_history": refit_hist}
