@@ -24,7 +24,9 @@ from iclr25.graphs.bundle import (
     normalized_adjacency,
     normalized_laplacian,
     orthogonal_from_params,
+    stacked_eig,
     taylor_degree,
+    taylor_error_bound,
     dirichlet_energy,
 )
 
@@ -141,6 +143,63 @@ def test_taylor_meets_its_bound(karate, t):
     assert taylor_degree(6.0) > taylor_degree(1.0) > taylor_degree(0.1)
 
 
+@pytest.mark.parametrize("K", [0, 1, 2, 4, 9, 20])
+def test_taylor_bound_holds_on_the_spectrum_and_needs_no_exponential_factor(K):
+    """|e^{-x} - T_K(x)| <= x^{K+1}/(K+1)! on [0, x_max]; the bound is attained up to e^{-x}."""
+    x = torch.linspace(0, 6.0, 601)
+    taylor = sum((-x) ** k / math.factorial(k) for k in range(K + 1))
+    err = (torch.exp(-x) - taylor).abs()
+    bound = torch.tensor([taylor_error_bound(float(v), K) for v in x])
+    assert (err <= bound * (1 + 1e-9) + 1e-15).all()
+    # the remainder is e^{-ξ} x^{K+1}/(K+1)! with ξ in [0, x]: at least e^{-x} times the bound
+    assert (err >= torch.exp(-x) * bound * (1 - 1e-9) - 1e-15).all()
+    # degrees from the bound: K(2, 1e-3) = 9 (the old bound with e^{x} asked for 10)
+    assert taylor_degree(2.0, 1e-3) == 9 and taylor_error_bound(2.0, 8) > 1e-3
+
+
+def test_gcn_laplacian_kernel_is_sqrt_degree_plus_one(karate):
+    """GCN's operator D~^{-1/2}(A+I)D~^{-1/2} has fixed point sqrt(d+1): not a constant."""
+    ei, n = karate
+    Lt = normalized_laplacian(ei, n, self_loops=True)
+    deg = torch.bincount(ei[0], minlength=n).double()
+    k = (deg + 1).sqrt()
+    assert (Lt @ k).abs().max() < 1e-12
+    ev = torch.linalg.eigvalsh(Lt)
+    assert int((ev.abs() < 1e-10).sum()) == 1 and ev.max() < 2  # self-loops: no eigenvalue 2
+    x = torch.randn(n, 3)
+    h = x
+    for _ in range(400):
+        h = h - Lt @ h  # 400 GCN propagations
+    limit = k[:, None] * (k @ x) / (k @ k)
+    assert (h - limit).abs().max() < 1e-6
+    assert (h / k[:, None]).std(0).max() < 1e-6 and h.std(0).min() > 1e-3  # constant only after / sqrt(d+1)
+
+
+def test_normalized_adjacency_is_symmetric_for_directed_input_and_backward_is_exact():
+    """The layer's sparse product uses A as its own transpose in the backward: the matrix must be
+    symmetric even when edge_index is directed or has self-loops."""
+    ei = torch.tensor([[0, 1, 2, 3, 3, 4, 2], [1, 2, 0, 4, 3, 0, 2]])  # directed, with self-loops
+    n = 5
+    A = normalized_adjacency(ei, n, torch.float64).to_dense()
+    assert torch.allclose(A, A.T, atol=0)
+    assert torch.allclose(torch.eye(n) - A, normalized_laplacian(ei, n), atol=1e-14)
+    torch.manual_seed(3)
+    conv = BuNNConv(8, 2, 2, t_init=[0.4, 1.1], kernel="taylor", K=6).double()
+    with torch.no_grad():
+        conv.phi[-1].weight.normal_()
+    x = torch.randn(n, 8, requires_grad=True)
+    out = conv(x, ei)
+    (g,) = torch.autograd.grad(out.square().sum(), x)
+    L = normalized_laplacian(ei, n)  # dense reference, autograd through ordinary matmuls
+    conv_dense = BuNNConv(8, 2, 2, t_init=[0.4, 1.1], kernel="taylor", K=6).double()
+    conv_dense.load_state_dict(conv.state_dict())
+    conv_dense.laplacian_apply = lambda z, adj: L @ z  # type: ignore[method-assign]
+    out_ref = conv_dense(x, ei)
+    (g_ref,) = torch.autograd.grad(out_ref.square().sum(), x)
+    assert (out - out_ref).abs().max() < 1e-12
+    assert (g - g_ref).abs().max() < 1e-12
+
+
 def test_per_bundle_time_and_batch_block_diag(karate):
     ei, n = karate
     lam, phi = laplacian_eigh(ei, n)
@@ -153,6 +212,10 @@ def test_per_bundle_time_and_batch_block_diag(karate):
     y2 = torch.randn(2 * n, 2, 3)
     out2 = heat_kernel_spectral(y2, lam2, phi2, t)
     assert torch.allclose(out2[n:], heat_kernel_spectral(y2[n:], lam, phi, t), atol=1e-12)
+    out3 = heat_kernel_spectral(y2, *stacked_eig(lam, phi, 2), t)  # dense stack of two copies
+    assert torch.allclose(out3, out2, atol=1e-12)
+    with pytest.raises(ValueError, match="rows"):
+        heat_kernel_spectral(y2, *stacked_eig(lam, phi, 3), t)
 
 
 def _identity_lin(conv: BuNNConv) -> None:
@@ -242,3 +305,63 @@ def test_bad_options_raise():
     with pytest.raises(ValueError):
         taylor_degree(-1.0)
     assert math.isfinite(taylor_degree(20.0))
+
+
+def test_layer_jacobian_factorises_through_the_heat_kernel(karate):
+    """For u != v, d out_v / d x_u = Ô_v^T W D_vu S'(x_u): the learned frames add only the
+    node-local factor S'(x_u) = d(O(x_u) x_u)/dx_u; the distance enters through H(t_b)_vu alone."""
+    ei, n = karate
+    torch.manual_seed(4)
+    c, d, m = 2, 2, 2
+    conv = BuNNConv(c * d * m, d, c, t_init=[0.7, 5.0], kernel="spectral").double()
+    with torch.no_grad():
+        conv.phi[-1].weight.normal_()  # frames that depend on the features
+    lam, phi = laplacian_eigh(ei, n)
+    x = torch.randn(n, c * d * m)
+    v = 0
+    J = torch.autograd.functional.jacobian(lambda z: conv(z, ei, eig=(lam, phi))[v], x)  # (F, n, F)
+    O = conv.frames_of(x)  # (n, c, d, d)
+    W = conv.lin.weight
+    H = torch.stack([phi @ torch.diag(torch.exp(-t * lam)) @ phi.T for t in conv.diffusion_time()])  # (c, n, n)
+
+    def sync(z):  # S(x_u) = O(x_u) x_u, per bundle, for one node
+        o = conv.frames_of(z[None])[0]
+        return torch.einsum("cij,cjm->cim", o, z.reshape(c, d, m)).reshape(-1)
+
+    Ohat = torch.block_diag(*[torch.kron(O[v, b].contiguous(), torch.eye(m)) for b in range(c)])
+    for u in range(1, n, 3):
+        S = torch.autograd.functional.jacobian(sync, x[u])
+        D = torch.diag(H[:, v, u].repeat_interleave(d * m))
+        assert torch.allclose(J[:, u], Ohat.T @ W @ D @ S, atol=1e-12)
+        bound = torch.linalg.matrix_norm(W, 2) * H[:, v, u].abs().max() * torch.linalg.matrix_norm(S, 2)
+        assert torch.linalg.matrix_norm(J[:, u], 2) <= bound * (1 + 1e-9)
+
+
+def test_package_functions_keep_their_inputs_device(karate, on_foreign_device):
+    """Every tensor a function makes lives on its input's device (no tensor made without device=):
+    run with the default device switched to 'meta', the results must stay on the CPU."""
+    ei, n = karate
+    O = random_frames(n, 2)
+    lam, phi = laplacian_eigh(ei, n)
+    y = torch.randn(n, 2, 4)
+    on_foreign_device(normalized_laplacian, ei, n)
+    on_foreign_device(normalized_laplacian, ei, n, self_loops=True)
+    on_foreign_device(bundle_laplacian, ei, O, n)
+    on_foreign_device(laplacian_eigh, ei, n)
+    on_foreign_device(laplacian_eigh, ei, n, k=6)
+    on_foreign_device(block_diag_eig, [(lam, phi), (lam, phi)])
+    on_foreign_device(heat_kernel_spectral, y, lam, phi, torch.tensor([0.5, 2.0]))
+    on_foreign_device(heat_kernel_spectral, torch.cat([y, y]), *stacked_eig(lam, phi, 2), 1.0)
+    on_foreign_device(heat_kernel_taylor, y, normalized_laplacian(ei, n), 1.0, 5)
+    on_foreign_device(bundle_heat_kernel, torch.randn(n, 1, 2, 3), O[:, None], lam, phi, 3.0)
+    on_foreign_device(normalized_adjacency, ei, n)
+    on_foreign_device(householder_orthogonal, torch.randn(5, 3), 3)
+    on_foreign_device(angle_orthogonal, torch.randn(5, 1))
+    on_foreign_device(dirichlet_energy, torch.randn(n, 3), normalized_laplacian(ei, n))
+    x = torch.randn(n, 3)
+    for kind, kw in [("bunn", dict(kernel="taylor", K=4)), ("bunn-identity", dict(kernel="spectral")),
+                     ("gcn", {}), ("sage", {}), ("gin", {}), ("mlp", {})]:
+        model = NodeModel(kind, 3, 8, 1, layers=2, bundle_dim=2, num_bundles=2, **kw) if kind.startswith("bunn") \
+            else NodeModel(kind, 3, 8, 1, layers=2)
+        model = model.double()
+        on_foreign_device(model, x, ei, eig=(lam, phi), adj=normalized_adjacency(ei, n, torch.float64))

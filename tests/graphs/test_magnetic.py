@@ -13,7 +13,8 @@ from iclr25.graphs.digraphs import random_digraph
 from iclr25.graphs.magnetic import (AddMagneticLaplacianPE, AddSVDPE, AddSymLaplacianPE,
                                     AddWalkProfileTarget, PairRegressor, dft_potentials,
                                     magnetic_adjacency, magnetic_eigenpairs, magnetic_laplacian,
-                                    path_distances_from_profile, predict_pairs, random_phases,
+                                    path_distances_from_profile, potential_rank, predict_pairs,
+                                    random_phases,
                                     total_degree, train_pair_regressor, walk_profile,
                                     walk_profile_from_pe, walk_profile_from_potentials,
                                     weighted_gram)
@@ -232,3 +233,63 @@ def test_bad_input_errors():
         walk_profile(torch.tensor([[0], [1]]), 2, -1)
     with pytest.raises(ValueError):
         magnetic_laplacian(torch.tensor([0, 1]), 2, 0.1)
+
+
+def test_real_rank_of_potential_grids():
+    """Profiles are real: q and 1/2 - q (conjugate omega^2) measure the same thing."""
+    assert potential_rank(dft_potentials(4), 4) == 5
+    paper = [0.1 * j for j in range(1, 6)]
+    assert [potential_rank(paper[:nq], 4) for nq in range(1, 6)] == [2, 4, 4, 4, 5]
+    assert potential_rank([0.0, 0.1], 4) == 3 and potential_rank([0.0, 0.1, 0.2], 4) == 5
+    assert potential_rank([0.25], 2) == 1  # omega^2 = -1 is real
+
+
+def test_conjugate_potentials_add_nothing_for_integer_profiles():
+    """Y at q = 0.4 is the conjugate of Y at q = 0.1 (omega^2 conjugate), for every pair."""
+    g = _graph(9, n=10, deg=2.5)
+    a1 = torch.linalg.matrix_power(magnetic_adjacency(g.edge_index, g.num_nodes, 0.1), 4)
+    a4 = torch.linalg.matrix_power(magnetic_adjacency(g.edge_index, g.num_nodes, 0.4), 4)
+    w1, w4 = np.exp(2j * np.pi * 0.1 * 4), np.exp(2j * np.pi * 0.4 * 4)
+    assert torch.allclose(w4 * a4, (w1 * a1).conj(), atol=1e-9)
+
+
+def test_naive_pair_features_are_bilinear_forms_of_node_embeddings():
+    rng = np.random.default_rng(1)
+    graphs = [AddMagneticLaplacianPE([0.1, 0.2], 6)(random_digraph(6, 2.0, True, rng)) for _ in range(2)]
+    torch.manual_seed(0)
+    m = PairRegressor("naive", num_q=2, k=6, channels=3, hidden=16, out_dim=2, phi_hidden=8)
+    assert m.bilinear.shape == (2 * 2 * 3, 8, 8)
+    batch = Batch.from_data_list(graphs)
+    feats = m._pair_inputs(batch)
+    u = batch.pe_U.reshape(batch.num_nodes, -1)
+    lam = batch.pe_lambda.reshape(2, -1)[batch.batch]
+    h = m.node_mlp(torch.cat([u.real, u.imag, lam], 1))
+    n0 = graphs[0].num_nodes
+    for a, b in [(0, 0), (1, 4), (4, 2)]:  # pairs of the first graph (5 nodes), row-major order
+        row = feats[a * n0 + b]
+        assert torch.allclose(row[5:13], h[a], atol=1e-6) and torch.allclose(row[13:21], h[b], atol=1e-6)
+        assert torch.allclose(row[21:], torch.einsum("d,jde,e->j", h[a], m.bilinear, h[b]), atol=1e-5)
+
+
+def test_package_functions_keep_their_inputs_device(on_foreign_device):
+    g = AddSVDPE(6)(AddMagneticLaplacianPE([0.1, 0.2], 6)(AddWalkProfileTarget(2)(_graph(10, n=8))))
+    ei, n = g.edge_index, g.num_nodes
+    for q in (0.0, 0.1):
+        on_foreign_device(magnetic_laplacian, ei, n, q)
+        on_foreign_device(magnetic_laplacian, ei, n, q, normalized=False)
+    on_foreign_device(magnetic_adjacency, ei, n, 0.1)
+    on_foreign_device(total_degree, ei, n)
+    on_foreign_device(walk_profile, ei, n, 3)
+    on_foreign_device(walk_profile_from_potentials, ei, n, 3)
+    u, lam = magnetic_eigenpairs(ei, n, dft_potentials(3))
+    on_foreign_device(walk_profile_from_pe, u, lam, total_degree(ei, n), dft_potentials(3), 3)
+    on_foreign_device(path_distances_from_profile, walk_profile(ei, n, 3))
+    on_foreign_device(magnetic_eigenpairs, ei, n, [0.1, 0.2], k=n + 2)
+    on_foreign_device(random_phases, u, torch.Generator().manual_seed(0))
+    on_foreign_device(weighted_gram, u[None], u[None], torch.rand(1, 4, n, 2, dtype=torch.float64))
+    for attr, tf in (("pe_U", AddMagneticLaplacianPE([0.1], n + 1)), ("svd_U", AddSVDPE(n + 1))):
+        on_foreign_device(lambda: getattr(tf(Data(edge_index=ei, num_nodes=n)), attr))
+    batch = Batch.from_data_list([g, g])
+    for enc in ("none", "magnetic", "svd", "naive"):
+        model = PairRegressor(enc, num_q=2, k=6, out_dim=3)
+        on_foreign_device(model, batch)

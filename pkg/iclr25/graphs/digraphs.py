@@ -1,17 +1,13 @@
-"""Random directed graphs and sorting networks, as torch-geometric ``Data`` objects.
+"""Random directed graphs, as torch-geometric ``Data`` objects.
 
 Generators for the directed-graph chapters (multi-q magnetic Laplacian PEs):
-
-* :func:`random_digraph`: an Erdos-Renyi digraph, optionally acyclic (upper-triangular, then
-  randomly relabelled), restricted to its largest weakly connected component, as in the
-  distance datasets of Huang, Wang & Li (ICLR 2025), themselves after Geisler et al. (2023).
-* :func:`sorting_network` / :func:`is_sorting_network` / :func:`sorting_network_graph`: random
-  comparator networks grown until they sort, checked with the 0-1 principle, and their DAG.
+:func:`random_digraph` is an Erdos-Renyi digraph, optionally acyclic (upper-triangular, then
+randomly relabelled), restricted to its largest weakly connected component, as in the distance
+datasets of Huang, Wang & Li (ICLR 2025), themselves after Geisler et al. (2023).
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Sequence
 
 import networkx as nx
@@ -87,83 +83,4 @@ def random_digraphs(num_graphs: int, n_range: tuple[int, int], acyclic: bool,
         g = random_digraph(n, deg, acyclic, rng)
         if g.num_nodes >= min_nodes:
             out.append(g)
-    return out
-
-
-def is_sorting_network(comparators: Sequence[tuple[int, int]], num_wires: int) -> bool:
-    """Whether the comparator network sorts every input (0-1 principle: test all 2^w bit vectors).
-
-    A comparator ``(i, j)`` with ``i < j`` puts the minimum on wire ``i`` and the maximum on ``j``.
-    """
-    x = np.array(list(itertools.product((0, 1), repeat=num_wires)), dtype=np.int8)  # [2^w, w]
-    for i, j in comparators:
-        lo, hi = np.minimum(x[:, i], x[:, j]), np.maximum(x[:, i], x[:, j])
-        x[:, i], x[:, j] = lo, hi
-    return bool(np.all(np.diff(x, axis=1) >= 0))
-
-
-def sorting_network(num_wires: int, rng: np.random.Generator,
-                    max_comparators: int = 10_000) -> list[tuple[int, int]]:
-    """Add uniformly random comparators ``(i < j)`` until the network sorts (0-1 principle).
-
-    The check is incremental: the 2^w bit vectors are pushed through each new comparator once.
-    """
-    if num_wires < 2:
-        raise ValueError(f"num_wires must be >= 2, got {num_wires}")
-    x = np.array(list(itertools.product((0, 1), repeat=num_wires)), dtype=np.int8)
-    comps: list[tuple[int, int]] = []
-    while not np.all(np.diff(x, axis=1) >= 0):
-        if len(comps) >= max_comparators:
-            raise RuntimeError("no sorting network found within max_comparators")
-        i, j = sorted(rng.choice(num_wires, size=2, replace=False).tolist())
-        lo, hi = np.minimum(x[:, i], x[:, j]), np.maximum(x[:, i], x[:, j])
-        x[:, i], x[:, j] = lo, hi
-        comps.append((i, j))
-    return comps
-
-
-def sorting_network_graph(comparators: Sequence[tuple[int, int]], num_wires: int) -> Data:
-    """The DAG of a comparator network: one node per comparator, an edge from the previous
-    comparator on each of its two wires.
-
-    Node features ``x`` [m, 3]: (position / m, i / (w - 1), j / (w - 1)).
-    """
-    last = [-1] * num_wires
-    src: list[int] = []
-    dst: list[int] = []
-    for t, (i, j) in enumerate(comparators):
-        for w in (i, j):
-            if last[w] >= 0:
-                src.append(last[w])
-                dst.append(t)
-            last[w] = t
-    m = len(comparators)
-    edge_index = torch.tensor([src, dst], dtype=torch.long).reshape(2, -1)
-    edge_index = torch.unique(edge_index, dim=1) if edge_index.numel() else edge_index
-    x = torch.tensor([[t / max(m, 1), i / (num_wires - 1), j / (num_wires - 1)]
-                      for t, (i, j) in enumerate(comparators)], dtype=torch.float32)
-    return Data(x=x, edge_index=edge_index, num_nodes=m)
-
-
-def sorting_network_dataset(wires: Sequence[int], per_wires: int, rng: np.random.Generator,
-                            reversed_too: bool = False) -> list[Data]:
-    """Balanced sorting-network satisfiability data.
-
-    For each wire count and each of ``per_wires`` draws: the random sorting network (label 1) and
-    the same network without its last comparator (label 0: it does not sort, since the generator
-    stops at the first sorting prefix). With ``reversed_too``, also the two networks with their
-    comparator order reversed, labelled by testing them.
-    """
-    out: list[Data] = []
-    for w in wires:
-        for _ in range(per_wires):
-            comps = sorting_network(w, rng)
-            nets = [comps, comps[:-1]]
-            if reversed_too:
-                nets += [comps[::-1], comps[:-1][::-1]]
-            for c in nets:
-                g = sorting_network_graph(c, w)
-                g.y = torch.tensor([float(is_sorting_network(c, w))])
-                g.num_wires = w
-                out.append(g)
     return out

@@ -46,7 +46,7 @@ def dense_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
         raise ValueError(f"num_nodes must be >= 1, got {num_nodes}")
     ei, _ = remove_self_loops(edge_index)
     if ei.numel() == 0:
-        return torch.zeros(num_nodes, num_nodes, dtype=torch.float64)
+        return torch.zeros(num_nodes, num_nodes, dtype=torch.float64, device=edge_index.device)
     a = to_dense_adj(ei, max_num_nodes=num_nodes)[0].to(torch.float64)
     return a.clamp(max=1.0)
 
@@ -68,6 +68,7 @@ def magnetic_laplacian(edge_index: Tensor, num_nodes: int, q: float,
     ``normalized=True``: ``L_q = I - D^{-1/2} A_q D^{-1/2}`` (eigenvalues in [0, 2]; isolated nodes
     get a 1 on the diagonal); ``normalized=False``: ``L_q = D - A_q`` (positive semi-definite).
     ``D`` is the total (in + out) degree. ``q = 0`` gives the Laplacian of ``A + A^T``.
+    On ``edge_index``'s device.
     """
     if not isinstance(normalized, bool):
         raise ValueError(f"normalized must be True or False, got {normalized!r}")
@@ -77,7 +78,7 @@ def magnetic_laplacian(edge_index: Tensor, num_nodes: int, q: float,
     if not normalized:
         return torch.diag(deg).to(torch.complex128) - a_q
     inv_sqrt = torch.where(deg > 0, deg.clamp(min=1e-300).rsqrt(), torch.zeros_like(deg))
-    eye = torch.eye(num_nodes, dtype=torch.complex128)
+    eye = torch.eye(num_nodes, dtype=torch.complex128, device=a_q.device)
     return eye - inv_sqrt[:, None] * a_q * inv_sqrt[None, :]
 
 
@@ -106,10 +107,11 @@ def walk_profile(edge_index: Tensor, num_nodes: int, max_len: int) -> Tensor:
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
     a = dense_adjacency(edge_index, num_nodes).long()
+    dev = a.device
     steps = torch.stack([a.T, a])                       # [2, n, n]: backward, forward
-    phi = torch.zeros(max_len + 1, max_len + 1, num_nodes, num_nodes, dtype=torch.long)
-    words = torch.eye(num_nodes, dtype=torch.long)[None]   # products of all words of length l
-    ones = torch.zeros(1, dtype=torch.long)                # forward-step count of each word
+    phi = torch.zeros(max_len + 1, max_len + 1, num_nodes, num_nodes, dtype=torch.long, device=dev)
+    words = torch.eye(num_nodes, dtype=torch.long, device=dev)[None]  # products of all words of length l
+    ones = torch.zeros(1, dtype=torch.long, device=dev)  # forward-step count of each word
     phi[0, 0] = words[0]
     for length in range(1, max_len + 1):
         # every word of length l-1 followed by a backward step, then by a forward step
@@ -119,10 +121,10 @@ def walk_profile(edge_index: Tensor, num_nodes: int, max_len: int) -> Tensor:
     return phi
 
 
-def dft_potentials(max_len: int) -> Tensor:
+def dft_potentials(max_len: int, device: torch.device | str | None = None) -> Tensor:
     """The potentials ``q_j = j / (2 (L + 1))``, ``j = 0..L``: ``omega_j^2`` are the (L+1)-th
     roots of unity, so profiles up to length ``L`` are an inverse DFT away."""
-    return torch.arange(max_len + 1, dtype=torch.float64) / (2 * (max_len + 1))
+    return torch.arange(max_len + 1, dtype=torch.float64, device=device) / (2 * (max_len + 1))
 
 
 def _profiles_from_magnetic_adjacencies(a_qs: Tensor, qs: Tensor, max_len: int) -> Tensor:
@@ -131,19 +133,34 @@ def _profiles_from_magnetic_adjacencies(a_qs: Tensor, qs: Tensor, max_len: int) 
     ``a_qs`` [Q, n, n] complex; least squares (minimum norm if under-determined). Returns the
     real part of the solution, float64 [max_len + 1, max_len + 1, n, n] (not rounded).
     """
-    n = a_qs.size(-1)
-    omega = torch.exp(2j * math.pi * qs.to(torch.float64))             # [Q]
-    out = torch.zeros(max_len + 1, max_len + 1, n, n, dtype=torch.float64)
-    power = torch.eye(n, dtype=torch.complex128).expand_as(a_qs).clone()
+    n, dev = a_qs.size(-1), a_qs.device
+    omega = torch.exp(2j * math.pi * qs.to(dev, torch.float64))        # [Q]
+    out = torch.zeros(max_len + 1, max_len + 1, n, n, dtype=torch.float64, device=dev)
+    power = torch.eye(n, dtype=torch.complex128, device=dev).expand_as(a_qs).clone()
     for length in range(max_len + 1):
         if length > 0:
             power = power @ a_qs
         y = (omega ** length)[:, None, None] * power                       # [Q, n, n]
-        ks = torch.arange(length + 1, dtype=torch.float64)
+        ks = torch.arange(length + 1, dtype=torch.float64, device=dev)
         f = omega[:, None] ** (2 * ks[None, :])                          # [Q, l + 1]
         sol = torch.linalg.pinv(f) @ y.reshape(len(qs), -1)              # [l + 1, n * n]
         out[length, : length + 1] = sol.real.reshape(length + 1, n, n)
     return out
+
+
+def potential_rank(qs: Sequence[float] | Tensor, length: int, tol: float = 1e-9) -> int:
+    """Rank of the *real*-linear map from a real profile ``Phi(length, .)`` to the measurements
+    ``Y_j = omega_j^l (A_{q_j}^l)_{uv} = sum_k Phi_k omega_j^{2k}`` at the potentials ``qs``.
+
+    Over ``C`` the Vandermonde matrix ``F_jk = omega_j^{2k}`` has rank = number of distinct
+    ``omega_j^2``; but a profile is real, so a potential whose ``omega^2`` is the conjugate of
+    another's (``q`` and ``1/2 - q``) measures nothing new: the rank here is that of
+    ``[Re F; Im F]`` (``2Q x (l + 1)``). Linear recovery of every real profile needs rank ``l + 1``.
+    """
+    qs_t = torch.as_tensor(qs, dtype=torch.float64).reshape(-1)
+    ks = torch.arange(length + 1, dtype=torch.float64)
+    f = torch.exp(2j * math.pi * 2 * qs_t[:, None] * ks[None, :])
+    return int(torch.linalg.matrix_rank(torch.cat([f.real, f.imag]), atol=tol))
 
 
 def walk_profile_from_potentials(edge_index: Tensor, num_nodes: int, max_len: int,
@@ -154,7 +171,8 @@ def walk_profile_from_potentials(edge_index: Tensor, num_nodes: int, max_len: in
     (the default ``qs`` is :func:`dft_potentials`); with fewer it is the minimum-norm solution of
     an under-determined system and in general wrong. Returns float64 [L+1, L+1, n, n], unrounded.
     """
-    qs_t = dft_potentials(max_len) if qs is None else torch.as_tensor(qs, dtype=torch.float64)
+    dev = edge_index.device
+    qs_t = dft_potentials(max_len, dev) if qs is None else torch.as_tensor(qs, dtype=torch.float64, device=dev)
     a_qs = torch.stack([magnetic_adjacency(edge_index, num_nodes, float(q)) for q in qs_t])
     return _profiles_from_magnetic_adjacencies(a_qs, qs_t, max_len)
 
@@ -178,9 +196,10 @@ def walk_profile_from_pe(eigvecs: Tensor, eigvals: Tensor, deg: Tensor,
     u = eigvecs.permute(1, 0, 2).to(torch.complex128)                    # [Q, n, n]
     lap = u @ (eigvals.to(torch.complex128)[:, :, None] * u.conj().transpose(1, 2))
     sq = deg.to(torch.float64).sqrt().to(torch.complex128)
-    a_qs = sq[None, :, None] * (torch.eye(n, dtype=torch.complex128) - lap) * sq[None, None, :]
-    return _profiles_from_magnetic_adjacencies(a_qs, torch.as_tensor(qs, dtype=torch.float64),
-                                               max_len)
+    eye = torch.eye(n, dtype=torch.complex128, device=u.device)
+    a_qs = sq[None, :, None] * (eye - lap) * sq[None, None, :]
+    return _profiles_from_magnetic_adjacencies(
+        a_qs, torch.as_tensor(qs, dtype=torch.float64, device=a_qs.device), max_len)
 
 
 def path_distances_from_profile(phi: Tensor) -> tuple[Tensor, Tensor]:
@@ -190,7 +209,7 @@ def path_distances_from_profile(phi: Tensor) -> tuple[Tensor, Tensor]:
     ``l``); ``LPD`` = the largest such ``l <= L``; 0 where none exists. Both int64 [n, n].
     """
     directed = torch.stack([phi[length, length] for length in range(1, phi.size(0))]) > 0
-    lengths = torch.arange(1, phi.size(0))[:, None, None]
+    lengths = torch.arange(1, phi.size(0), device=phi.device)[:, None, None]
     spd = torch.where(directed, lengths, phi.size(0)).min(0).values
     spd = torch.where(directed.any(0), spd, torch.zeros_like(spd))
     lpd = torch.where(directed, lengths, 0).max(0).values
@@ -226,8 +245,8 @@ def magnetic_eigenpairs(edge_index: Tensor, num_nodes: int, qs: Sequence[float],
                if matrix == "laplacian" else magnetic_adjacency(edge_index, num_nodes, float(q)))
         lam, u = torch.linalg.eigh(mat)
         m = min(k, num_nodes)
-        pad_u = torch.zeros(num_nodes, k, dtype=torch.complex128)
-        pad_l = torch.zeros(k, dtype=torch.float64)
+        pad_u = torch.zeros(num_nodes, k, dtype=torch.complex128, device=u.device)
+        pad_l = torch.zeros(k, dtype=torch.float64, device=u.device)
         pad_u[:, :m], pad_l[:m] = u[:, :m], lam[:m]
         vecs.append(pad_u)
         vals.append(pad_l)
@@ -296,8 +315,9 @@ class AddSVDPE(BaseTransform):
     def forward(self, data: Data) -> Data:
         n = data.num_nodes
         u, s, vh = torch.linalg.svd(dense_adjacency(data.edge_index, n))
-        m = min(self.k, n)
-        pu, pv, ps = torch.zeros(n, self.k), torch.zeros(n, self.k), torch.zeros(self.k)
+        m, dev = min(self.k, n), u.device
+        pu, pv = torch.zeros(n, self.k, device=dev), torch.zeros(n, self.k, device=dev)
+        ps = torch.zeros(self.k, device=dev)
         pu[:, :m], pv[:, :m], ps[:m] = u[:, :m].float(), vh.T[:, :m].float(), s[:m].float()
         data.svd_U, data.svd_V, data.svd_sigma = pu, pv, ps[None]
         return data
@@ -322,9 +342,10 @@ class AddWalkProfileTarget(BaseTransform):
 def random_phases(eigvecs: Tensor, generator: torch.Generator) -> Tensor:
     """Multiply every eigenvector (last axis of ``eigvecs`` [..., n, Q, k]) by an independent
     random phase ``e^{i theta}``: a symmetry of the eigendecomposition that a PE network must
-    not see."""
-    theta = 2 * math.pi * torch.rand(eigvecs.shape[-2:], generator=generator, dtype=torch.float64)
-    return eigvecs * torch.exp(1j * theta).to(eigvecs.dtype)
+    not see. The phases are drawn on the generator's device; the result is on the input's."""
+    theta = 2 * math.pi * torch.rand(eigvecs.shape[-2:], generator=generator, dtype=torch.float64,
+                                     device=generator.device)
+    return eigvecs * torch.exp(1j * theta).to(eigvecs.device, eigvecs.dtype)
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,8 +399,11 @@ class PairRegressor(nn.Module):
       ``q`` and channel ``c``, ``phi`` an MLP on eigenvalues (uses ``pe_U``, ``pe_lambda``;
       the symmetrised Laplacian PE is the ``q = 0`` case);
     * ``"svd"``: stable, ``U phi_c(sigma) V^T``, its transpose, ``U phi U^T``, ``V phi V^T``;
-    * ``"naive"``: the raw ``[Re U, Im U]`` and eigenvalues of each node through an MLP
-      (not invariant to eigenvector phases).
+    * ``"naive"``: the raw ``[Re U, Im U]`` and eigenvalues of each node through an MLP to
+      ``h_u`` (width ``phi_hidden``), and the pair features ``[h_u, h_v, h_u^T B_j h_v]`` with ``2 Q C`` learned bilinear
+      forms ``B_j`` (as many as the stable encoder's features). A bilinear form of linear node
+      features can represent ``Re, Im sum_k w_k U_uk conj(U_vk)`` (what the stable encoder computes);
+      the model is not invariant to eigenvector phases.
 
     ``forward`` returns standardised outputs [num_pairs, out_dim] in the order of
     ``data.y_pairs``; :meth:`predict` undoes the standardisation.
@@ -397,8 +421,10 @@ class PairRegressor(nn.Module):
             # magnetic: Re and Im for each q; svd: four real products
             pair_dim += (2 * num_q if encoder == "magnetic" else 4) * channels
         elif encoder == "naive":
-            self.node_mlp = MLP([3 * num_q * k, hidden, hidden], norm=None)
-            pair_dim += 2 * hidden
+            self.node_mlp = MLP([3 * num_q * k, hidden, phi_hidden], norm=None)
+            n_forms = 2 * num_q * channels
+            self.bilinear = nn.Parameter(torch.randn(n_forms, phi_hidden, phi_hidden) / phi_hidden)
+            pair_dim += 2 * phi_hidden + n_forms
         self.head = MLP([pair_dim, hidden, hidden, out_dim], norm=None)
         self.register_buffer("y_mean", torch.zeros(out_dim))
         self.register_buffer("y_std", torch.ones(out_dim))
@@ -428,7 +454,8 @@ class PairRegressor(nn.Module):
             lam = batch.pe_lambda.reshape(batch.pe_lambda.size(0), -1)[batch.batch]
             h, _ = to_dense_batch(self.node_mlp(torch.cat([u.real, u.imag, lam], 1)), batch.batch)
             hd = h.size(-1)
-            feats += [h[:, :, None].expand(bsz, n, n, hd), h[:, None].expand(bsz, n, n, hd)]
+            forms = torch.einsum("bud,jde,bve->buvj", h, self.bilinear, h)  # h_u^T B_j h_v
+            feats += [h[:, :, None].expand(bsz, n, n, hd), h[:, None].expand(bsz, n, n, hd), forms]
         pair_mask = mask[:, :, None] & mask[:, None, :]
         return torch.cat(feats, -1)[pair_mask]
 

@@ -31,18 +31,24 @@ def next_token_loss(logits: torch.Tensor, ids: torch.Tensor, weights: torch.Tens
 
 def train_lm(model: TinyLM, batch_fn: BatchFn, steps: int, *, lr: float = 3e-3,
              warmup: int = 50, weight_decay: float = 0.01, clip: float = 1.0,
-             device: torch.device | str = "cpu", progress: bool = False) -> list[float]:
+             device: torch.device | str = "cpu", progress: bool = False,
+             schedule_steps: int | None = None) -> list[float]:
     """Train ``model`` with AdamW and a warmup + cosine schedule on batches ``batch_fn(step)``.
 
     ``batch_fn(step)`` returns ``(ids, weights)`` as in :func:`next_token_loss`. Deterministic
-    given the model's initial weights and a deterministic ``batch_fn``. Returns the loss per step.
+    given the model's initial weights and a deterministic ``batch_fn``. The cosine decays over
+    ``schedule_steps`` (default ``steps``): ``steps < schedule_steps`` runs exactly the first
+    ``steps`` steps of the longer run. Returns the loss per step.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    total = steps if schedule_steps is None else schedule_steps
+    if total < 1:
+        raise ValueError(f"schedule_steps must be >= 1, got {total}")
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + np.cos(np.pi * min(s, steps) / steps)))
+        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + np.cos(np.pi * min(s, total) / total)))
     it = range(steps)
     if progress:
         from iclr25.common import progress as bar
