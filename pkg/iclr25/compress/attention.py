@@ -323,17 +323,7 @@ def factored_attention_probs(X: Tensor, Wq: Tensor, Wk: Tensor, n_heads: int,
     ``bool (B, N)`` is ``True`` on real tokens. Logits are scaled by ``1/sqrt(dh)``.
     Returns ``(B, H, N, N)``.
     """
-    B, N, _ = X.shape
-    H = n_heads
-    Hkv = n_kv_heads or n_heads
-    dh = Wq.shape[0] // H
-    q = torch.nn.functional.linear(X, Wq, bq).view(B, N, H, dh).transpose(1, 2)
-    k = torch.nn.functional.linear(X, Wk, bk).view(B, N, Hkv, dh).transpose(1, 2)
-    if rope is not None:
-        q, k = rope(q, k)
-    if Hkv != H:
-        k = k.repeat_interleave(H // Hkv, dim=1)
-    S = q @ k.transpose(-1, -2) / math.sqrt(dh)
+    S = factored_logits(X, Wq, Wk, n_heads, bq, bk, n_kv_heads, rope)
     if key_padding is not None:
         S = S.masked_fill(~key_padding[:, None, None, :], float("-inf"))
     return masked_softmax(S, causal)
