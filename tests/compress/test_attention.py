@@ -270,6 +270,7 @@ def test_gd_pipelines_keep_counts_and_the_update_lowers_the_calibration_error(de
         A = attention_matrix(X, W, True)
         err = lambda Wp: relative_attention_error(attention_matrix(X, Wp, True), A)
         assert err(r["update"]) < err(r["mask"])
+        torch.testing.assert_close(r["scaled"], W * info["M"] * r["keep"])
     assert info["M"].device.type == torch.device(device).type
     keep = torch.rand(W.shape, generator=torch.Generator().manual_seed(3)).to(device) > 0.5
     W_upd, hist = update_kept_merged(X, W, keep, "softmax", True, 50)
@@ -278,8 +279,11 @@ def test_gd_pipelines_keep_counts_and_the_update_lowers_the_calibration_error(de
     g = torch.Generator().manual_seed(16)
     Xf = torch.randn(2, 6, 8, generator=g).to(device)
     Wq, Wk = torch.randn(8, 8, generator=g).to(device), torch.randn(8, 8, generator=g).to(device)
-    outf, _ = gd_prune_factored(Xf, Wq, Wk, 2, [0.5], c=0.3, steps=20, refit_steps=20)
+    outf, infof = gd_prune_factored(Xf, Wq, Wk, 2, [0.5], c=0.3, steps=20, refit_steps=20)
     kq, kk = outf[0.5]["keep"]
+    (Mq, Mk), (sq, sk) = infof["M"], outf[0.5]["scaled"]
+    torch.testing.assert_close(sq, Wq * Mq * kq)
+    torch.testing.assert_close(sk, Wk * Mk * kk)
     assert ((~kq).sum(1) == 4).all() and ((~kk).sum(1) == 4).all()
     P = lambda q, k: factored_attention_probs(Xf, q, k, 2)
     P0 = P(Wq, Wk)

@@ -426,12 +426,13 @@ def gd_prune_merged(X: Tensor, W: Tensor, sparsities: Sequence[float], c: float,
     1. (Algorithm 1) projected GD on eq. (2) from ``M = 1`` with ``lam = c * tr(H)/n`` (the mean
        curvature of the attention term at ``M = 1``) and step ``1 / (L + lam)``, ``L`` the
        largest curvature (power iteration);
-    2. binarise each sparsity ``s`` per row by ``|M o W|``: the *mask* variant ``keep o W``;
+    2. binarise each sparsity ``s`` per row by ``|M o W|``: the *mask* variant ``keep o W`` and the
+       *scaled* variant ``keep o M o W`` (the kept weights keep their learned scale);
     3. (weight update, our reconstruction) GD on the same objective with ``lam = 0`` over the
        kept entries only, from ``keep o W``, unclipped: the *update* variant.
 
     ``kind="logits"`` runs the same pipeline on the logit control. Returns
-    ``({s: {"mask": W', "update": W'', "keep": keep}}, info)`` with ``info`` holding the relaxed
+    ``({s: {"mask": W', "scaled": W_s, "update": W'', "keep": keep}}, info)`` with ``info`` holding the relaxed
     ``M``, ``lam``, ``eta``, the loss histories and the curvatures.
     """
     ones = torch.ones_like(W)
@@ -443,7 +444,7 @@ def gd_prune_merged(X: Tensor, W: Tensor, sparsities: Sequence[float], c: float,
     for s in sparsities:
         keep = binarize_mask(M, W, s)
         W_upd, refit_hist[s] = update_kept_merged(X, W, keep, kind, causal, refit_steps)
-        out[s] = {"mask": pruned_weight(W, keep), "update": W_upd, "keep": keep}
+        out[s] = {"mask": pruned_weight(W, keep), "scaled": pruned_weight(W, keep, M), "update": W_upd, "keep": keep}
     info = {"M": M, "lam": lam, "eta": 1.0 / (L + lam), "L": L, "mean_curvature": mc,
             "history": hist, "refit_history": refit_hist}
     return out, info
@@ -458,7 +459,7 @@ def gd_prune_factored(X: Tensor | Sequence[Tensor], Wq: Tensor, Wk: Tensor, n_he
     :func:`factored_attention_probs`), with Adam steps (:func:`mask_adam`) instead of ``1/L``.
 
     ``lam = c * tr(H)/n`` as in the merged case. Returns ``({s: {"mask": (Wq', Wk'),
-    "update": (Wq'', Wk''), "keep": (keep_q, keep_k)}}, info)``; ``info`` holds ``M = (Mq, Mk)``,
+    "scaled": (Wq_s, Wk_s), "update": (Wq'', Wk''), "keep": (keep_q, keep_k)}}, info)``; ``info`` holds ``M = (Mq, Mk)``,
     ``lam`` and the loss histories.
     """
     ones = (torch.ones_like(Wq), torch.ones_like(Wk))
@@ -470,5 +471,6 @@ def gd_prune_factored(X: Tensor | Sequence[Tensor], Wq: Tensor, Wk: Tensor, n_he
     for s in sparsities:
         kq, kk = binarize_mask(Mq, Wq, s), binarize_mask(Mk, Wk, s)
         upd, refit_hist[s] = update_kept_factored(att, Wq, Wk, (kq, kk), refit_steps, refit_lr)
-        out[s] = {"mask": (pruned_weight(Wq, kq), pruned_weight(Wk, kk)), "update": upd, "keep": (kq, kk)}
+        out[s] = {"mask": (pruned_weight(Wq, kq), pruned_weight(Wk, kk)),
+                  "scaled": (pruned_weight(Wq, kq, Mq), pruned_weight(Wk, kk, Mk)), "update": upd, "keep": (kq, kk)}
     return out, {"M": (Mq, Mk), "lam": lam, "history": hist, "refit_history": refit_hist}
