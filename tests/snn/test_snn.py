@@ -134,16 +134,18 @@ def test_ablations_remove_their_parameters():
     assert n.trace(_current(H=4).float())["S_dendrite"].abs().sum() == 0
 
 
-def test_lif_subtractive_reset_and_plif_hard_reset():
+def test_lif_subtractive_reset_and_plif_is_lif_with_learned_leak():
     I = torch.full((6, 1, 1), 0.6, dtype=torch.float64)
     tr = LIF(beta=1.0).trace(I)
     # U: 0.6, 1.2 (spike), 1.2+0.6-1 = 0.8, 1.4 (spike), 1.0 (spike), 0.6
     np.testing.assert_allclose(tr["U_soma"].ravel().numpy(), [0.6, 1.2, 0.8, 1.4, 1.0, 0.6])
     assert tr["S_soma"].ravel().tolist() == [0, 1, 0, 1, 1, 0]
     p = PLIF().double()
-    trp = p.trace(torch.full((4, 1, 1), 1.5, dtype=torch.float64))
-    k = float(p.k.detach())
-    np.testing.assert_allclose(trp["U_soma"].ravel().numpy()[:2], [1.5 * k, 1.5 * k * (1 - k) + 1.5 * k])
+    assert float(p.beta.detach()) == pytest.approx(0.5)
+    with torch.no_grad():
+        p.w.fill_(math.log(0.99 / 0.01))                               # beta = 0.99: SeqSNN's LIF
+    I2 = _current()
+    torch.testing.assert_close(p(I2), LIF(beta=0.99)(I2))
 
 
 def test_gradients_reach_every_neuron_parameter():

@@ -14,8 +14,8 @@ Each class implements
 :meth:`Neuron.forward` runs the steps (``last_only=True`` returns only the output at the last
 step, what the forecaster reads) and :meth:`Neuron.trace` records every membrane and spike train
 for plots and tests. Parameters are those of the official code (TS-LIF: ``TSLIFNode`` of
-kkking-kk/TS-LIF) or of the library that defines the baseline (LIF: snnTorch ``Leaky``; PLIF:
-spikingjelly ``ParametricLIFNode``; TC-LIF: Zhang et al., AAAI 2024).
+kkking-kk/TS-LIF) or of the library that defines the baseline (LIF: snnTorch ``Leaky``; PLIF: LIF with
+a learned leak, initialised as spikingjelly's ``ParametricLIFNode``; TC-LIF: Zhang et al., AAAI 2024).
 """
 
 from __future__ import annotations
@@ -109,31 +109,34 @@ class LIF(Neuron):
 
 
 class PLIF(Neuron):
-    """Parametric LIF (Fang et al., 2021), as spikingjelly's ``ParametricLIFNode`` defaults:
+    """Parametric LIF (Fang et al., 2021) in the LIF form of SeqSNN: LIF with a learned leak.
 
-    ``H[t] = (1 - k) V[t-1] + k I[t]`` with a learned ``k = sigmoid(w)`` (one per layer,
-    ``k = 1/tau``, ``tau = 2`` at initialisation), ``S[t] = H(H[t] - theta)``, hard reset to zero
-    ``V[t] = H[t] (1 - S[t])``.
+    ``U[t] = beta U[t-1] + I[t] - theta S[t-1]``, ``S[t] = H(U[t] - theta)``, with
+    ``beta = sigmoid(w)`` learned (one per layer), initialised at ``beta = 1 - 1/tau`` with
+    spikingjelly's default ``tau = 2``. (spikingjelly's own node also scales the input by
+    ``1/tau``; with the binary currents of the spiking gates, at most 1, such a neuron
+    approaches the threshold only in the limit and never fires.)
     """
 
     def __init__(self, init_tau: float = 2.0, theta: float = 1.0) -> None:
         super().__init__()
-        self.w = nn.Parameter(torch.tensor(-math.log(init_tau - 1.0)))
+        beta = 1.0 - 1.0 / init_tau
+        self.w = nn.Parameter(torch.tensor(math.log(beta / (1.0 - beta))))
         self.theta = theta
 
     @property
-    def k(self) -> Tensor:
-        """The learned leak ``1/tau = sigmoid(w)``."""
+    def beta(self) -> Tensor:
+        """The learned leak ``sigmoid(w)``."""
         return torch.sigmoid(self.w)
 
-    def drive(self, current: Tensor) -> State:
-        return (self.k * current,)
+    def init_state(self, like: Tensor) -> State:
+        return torch.zeros_like(like), torch.zeros_like(like)          # U, S of the previous step
 
     def step(self, drive: State, state: State) -> tuple[State, State, State]:
-        (v,) = state
-        h = torch.addcmul(drive[0], v, 1 - self.k)
-        s = atan_spike(h, self.theta)
-        return (torch.addcmul(h, h, s, value=-1.0),), (s,), (h,)
+        u, s_prev = state
+        u = torch.addcmul(drive[0], u, self.beta).sub_(s_prev.detach(), alpha=self.theta)
+        s = atan_spike(u, self.theta)
+        return (u, s), (s,), (u,)
 
 
 class TCLIF(Neuron):
