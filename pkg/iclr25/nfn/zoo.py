@@ -124,7 +124,7 @@ def zoo_forward(p: dict[str, torch.Tensor], x: torch.Tensor, n_blocks: int, pos:
         if dropout is None:
             return z
         rate = dropout[:, None, None, None]
-        keep = torch.rand(z.shape, generator=generator, device=z.device) >= rate
+        keep = torch.rand(z.shape, generator=generator).to(z.device) >= rate
         return z * keep / (1 - rate)
 
     for l in range(n_blocks):
@@ -223,7 +223,7 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None)
     for t in steps:
         u = torch.rand(M, cfg.batch, generator=gen).to(device)
         idx = torch.gather(perms, 1, (u * n_train[:, None]).long())
-        logits = zoo_forward(params, x_pool[idx], cfg.n_blocks, pos, dropout=drop)
+        logits = zoo_forward(params, x_pool[idx], cfg.n_blocks, pos, dropout=drop, generator=gen)
         # the sum over models of each model's mean cross-entropy: gradients stay per model
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 10), y_pool[idx].reshape(-1),
                                                  reduction="sum") / cfg.batch
