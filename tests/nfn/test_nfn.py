@@ -145,6 +145,8 @@ def test_kendall_tau_matches_scipy_and_bootstrap():
     assert b["lo"] > 0 and b["diff"] > 0
     b0 = paired_bootstrap_tau(x, x, y, n_boot=200)
     assert b0["diff"] == 0 and b0["se"] == 0
+    const = paired_bootstrap_tau(np.zeros(40), np.zeros(40), y, n_boot=50)    # tau undefined: nan, no crash
+    assert np.isnan(const["lo"]) and np.isnan(const["hi"])
 
 
 def test_fit_ensemble_learns_a_monotone_signal():

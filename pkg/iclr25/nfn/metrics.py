@@ -27,7 +27,8 @@ def paired_bootstrap_tau(pred_a: np.ndarray, pred_b: np.ndarray, true: np.ndarra
                          level: float = 0.95, seed: int = 0) -> dict[str, float]:
     """Paired bootstrap over test points of ``tau(pred_a, true) - tau(pred_b, true)``: the same
     resampled indices for both methods. Returns ``diff`` (on the full test set), the percentile
-    interval ``lo``, ``hi`` at ``level`` and the bootstrap standard error ``se``."""
+    interval ``lo``, ``hi`` at ``level`` and the bootstrap standard error ``se`` (nan when tau is
+    undefined on every resample, e.g. for a constant prediction)."""
     rng = np.random.default_rng(seed)
     n = len(true)
     idx = rng.integers(n, size=(n_boot, n))
@@ -36,6 +37,9 @@ def paired_bootstrap_tau(pred_a: np.ndarray, pred_b: np.ndarray, true: np.ndarra
         diffs.append(kendall_tau(pred_a[chunk], true[chunk]) - kendall_tau(pred_b[chunk], true[chunk]))
     d = np.concatenate(diffs)
     d = d[np.isfinite(d)]
+    if d.size == 0:                      # tau undefined on every resample (a constant prediction)
+        nan = float("nan")
+        return {"diff": float(kendall_tau(pred_a, true) - kendall_tau(pred_b, true)), "lo": nan, "hi": nan, "se": nan}
     a = (1 - level) / 2
     return {"diff": float(kendall_tau(pred_a, true) - kendall_tau(pred_b, true)),
             "lo": float(np.quantile(d, a)), "hi": float(np.quantile(d, 1 - a)), "se": float(d.std())}
