@@ -149,6 +149,32 @@ class LinearContextualEnv:
             t += n
 
 
+class TiledEnv(LinearContextualEnv):
+    """``n`` copies of an environment's ``S`` instances along the instance axis (copy ``c`` of
+    instance ``s`` is instance ``c S + s``), all seeing the base's contexts and noise.
+
+    Several variants of an algorithm (radius scales, estimators) then run in one vectorized call
+    on common random numbers; :meth:`~iclr25.bandits.algorithms.RunResult.part` splits the result.
+    """
+
+    def __init__(self, base: LinearContextualEnv, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"need n >= 1 copies, got {n}")
+        super().__init__(np.tile(base.theta, (n, 1)), K=base.K, noise_sd=base.noise_sd,
+                         seed=base.seed, context=base.context, jitter=base.jitter,
+                         block=base.block, cache_bytes=0)
+        self.base, self.n = base, n
+
+    @property
+    def theta_norm(self) -> float:
+        """The base's bound on ``||theta*||`` (so radii equal those of the base)."""
+        return self.base.theta_norm
+
+    def _block(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        x, e = self.base._block(b)
+        return np.concatenate([x] * self.n), np.concatenate([e] * self.n)
+
+
 def random_theta(S: int, d: int, seed: int) -> np.ndarray:
     """``S`` parameters uniform on the unit sphere of ``R^d``: shape ``(S, d)``."""
     th = np.random.default_rng([seed, 10_007]).standard_normal((S, d))
