@@ -7,11 +7,12 @@ import pytest
 import scipy.stats
 import torch
 
-from iclr25.nfn import (KEYS, BlockSpec, MLPRegressor, TransformerNFN, TransformerNFNEquivariant,
+from iclr25.nfn import (KEYS, BlockSpec, FlatWeightsMLP, MLPRegressor, TransformerNFN, TransformerNFNEquivariant,
                         TransformerNFNInvariant, ZooConfig, apply_group_action, attention_block, fit_ensemble,
                         flatten_weights, head_products, identity_element, kendall_tau, masked_relu,
                         norm_features, paired_bootstrap_tau, product_stat_features, products_match,
-                        random_group_element, random_weights, recover_gl, stat_features, train_zoo)
+                        random_group_element, random_weights, recover_gl, stat_features, train_zoo,
+                        group_augment)
 
 SPEC = BlockSpec(h=3, D=6, Dk=4, Dv=5, Da=7)
 
@@ -133,6 +134,26 @@ def test_baseline_invariances():
     assert not torch.allclose(flatten_weights(W), flatten_weights(gW), atol=1e-3)
     qk, vo = head_products(W)
     assert qk.shape == (6, 2, SPEC.h, SPEC.D, SPEC.D) and vo.shape == qk.shape
+
+
+def test_group_augment_moves_weights_within_orbits():
+    """Augmentation: every model gets its own element (flat weights change), the invariant NFN's
+    output does not, and the flat-weight MLP equals the MLP on flattened weights."""
+    torch.manual_seed(2)
+    W = {k: v.reshape(2, 3, *v.shape[1:]) for k, v in random_weights(SPEC, 6, 2, generator=gen(14)).items()}
+    aug = group_augment(SPEC)(W, gen(15))                           # (S=2, batch=3, blocks=2, ...)
+    assert all(aug[k].shape == W[k].shape for k in KEYS)
+    flat = lambda A: flatten_weights({k: v.reshape(6, *v.shape[2:]) for k, v in A.items()})
+    moved = (flat(aug) - flat(W)).norm(dim=-1)
+    assert (moved > 1e-2).all()                                     # every model moved
+    model = TransformerNFN(SPEC, 2, channels=(3,)).double()
+    model.set_scales({k: v.reshape(6, *v.shape[2:]) for k, v in W.items()})
+    y = model({k: v.reshape(6, *v.shape[2:]) for k, v in W.items()})
+    gy = model({k: v.reshape(6, *v.shape[2:]) for k, v in aug.items()})
+    assert (y - gy).abs().max() < 1e-10
+    mlp = FlatWeightsMLP(2 * SPEC.n_params(), 8).double()
+    Wf = {k: v.reshape(6, *v.shape[2:]) for k, v in W.items()}
+    assert torch.equal(mlp(Wf), mlp.mlp(flatten_weights(Wf)))
 
 
 def test_kendall_tau_matches_scipy_and_bootstrap():

@@ -13,8 +13,8 @@ once on scikit-learn's digits; :mod:`.fit` training predictors for many configur
 at once; :mod:`.metrics` Kendall's tau and a paired bootstrap.
 """
 
-from .baselines import (NORMS, MLPRegressor, flatten_weights, norm_features, product_stat_features,
-                        stat_features, tensor_stats)
+from .baselines import (NORMS, FlatWeightsMLP, MLPRegressor, flatten_weights, group_augment, norm_features,
+                        product_stat_features, stat_features, tensor_stats)
 from .block import (KEYS, BlockSpec, attention_block, layer_norm, mlp, multi_head_attention, random_weights,
                     softmax)
 from .fit import Selection, fit_ensemble, select
@@ -32,7 +32,7 @@ __all__ = [
     "recover_gl", "well_conditioned",
     "TransformerNFN", "TransformerNFNEquivariant", "TransformerNFNInvariant", "hidden_unit_features",
     "invariant_features", "masked_relu", "output_unit_features",
-    "NORMS", "MLPRegressor", "flatten_weights", "norm_features", "product_stat_features", "stat_features",
+    "NORMS", "FlatWeightsMLP", "MLPRegressor", "group_augment", "flatten_weights", "norm_features", "product_stat_features", "stat_features",
     "tensor_stats",
     "Selection", "fit_ensemble", "select", "kendall_tau", "paired_bootstrap_tau",
     "OPTIMIZERS", "ZooConfig", "ZooGrid", "digits_tokens", "sample_recipes", "train_zoo",

@@ -8,7 +8,10 @@
   (all heads pooled) and of the MLP slots: a group-invariant STATNN, our mechanism control;
 - :func:`norm_features`: single-number summaries (``sum_i |QK_i|_F`` and others), the bar every
   method must clear;
-- :class:`MLPRegressor`: the small MLP the paper puts on top of flattened weights or statistics.
+- :class:`MLPRegressor`: the small MLP the paper puts on top of flattened weights or statistics;
+- :class:`FlatWeightsMLP`: the same MLP reading a weight dict (so a group element can act on its
+  input), and :func:`group_augment`: a fresh random group element per training model, the
+  augmentation control of the decisive design.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from iclr25.nfn.block import KEYS
-from iclr25.nfn.group import head_products
+from iclr25.nfn.block import KEYS, BlockSpec
+from iclr25.nfn.group import apply_group_action, head_products, random_group_element
 
 Weights = dict[str, torch.Tensor]
 QUANTILES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -95,3 +98,32 @@ class MLPRegressor(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(batch, n_in)`` -> logits ``(batch,)``."""
         return self.net((x - self.mean) / self.std).squeeze(-1)
+
+
+class FlatWeightsMLP(nn.Module):
+    """:class:`MLPRegressor` on :func:`flatten_weights` of a weight dict ``{key: (batch, n_blocks, ...)}``:
+    the paper's MLP baseline, written so that the input is still a weight dict (on which
+    :func:`group_augment` can act before flattening)."""
+
+    def __init__(self, n_in: int, hidden: int = 32):
+        super().__init__()
+        self.mlp = MLPRegressor(n_in, hidden)
+
+    def forward(self, W: Weights) -> torch.Tensor:
+        """``W``: ``{key: (batch, n_blocks, ...)}`` -> logits ``(batch,)``."""
+        return self.mlp(flatten_weights(W))
+
+
+def group_augment(spec: BlockSpec, cond: float = 2.0):
+    """An ``augment(W, generator)`` for :func:`iclr25.nfn.fit.fit_ensemble`: every model of the
+    mini-batch ``W`` (``{key: (S, batch, n_blocks, ...)}``) is moved by its own independent random
+    group element per block (:func:`iclr25.nfn.group.random_group_element`, condition number at
+    most ``cond``), so the labels are unchanged and the predictor sees a new point of each orbit."""
+
+    def augment(W: Weights, generator: torch.Generator) -> Weights:
+        lead = tuple(W["WQ"].shape[:3])
+        g = random_group_element(spec, *lead, cond=cond, generator=generator, dtype=W["WQ"].dtype,
+                                 device=W["WQ"].device)
+        return apply_group_action(W, g)
+
+    return augment

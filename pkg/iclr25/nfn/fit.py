@@ -92,7 +92,6 @@ def fit_ensemble(make_model: Callable[[int, int], nn.Module], data: dict[str, An
     v_state = {k: torch.zeros_like(v) for k, v in params.items()}
     gen = torch.Generator().manual_seed(seed)
     steps_per_epoch = max(1, math.ceil(n_train / batch))
-    n_val = targets["val"].shape[1]
     best_tau = np.full(S * K, -np.inf)
     best_epoch = np.zeros(S * K, dtype=int)
     best_pred = np.zeros((S * K, targets["test"].shape[1]))
@@ -132,5 +131,4 @@ def fit_ensemble(make_model: Callable[[int, int], nn.Module], data: dict[str, An
                     best_tau = np.where(better, np.nan_to_num(tau, nan=-2.0), best_tau)
                     best_epoch = np.where(better, epoch + 1, best_epoch)
                     best_pred[better] = pt[better]
-    del n_val
     return select(best_tau.reshape(S, K), best_epoch.reshape(S, K), best_pred.reshape(S, K, -1))

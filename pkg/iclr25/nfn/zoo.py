@@ -1,7 +1,7 @@
 """A small transformer zoo: many tiny vision transformers trained at once on scikit-learn's digits.
 
-Each model is the Small Transformer Zoo's architecture at a tiny size: 2x2 patches of the 8x8
-digits (16 tokens of 4 pixels) embedded linearly with fixed sinusoidal positions, ``L`` encoder
+Each model is the Small Transformer Zoo's architecture at a tiny size: the 8x8 digits cut into
+patches (by default the 8 rows: 8 tokens of 8 pixels; ``ZooConfig.patch``) embedded linearly with fixed sinusoidal positions, ``L`` encoder
 blocks of :func:`iclr25.nfn.block.attention_block` (no residual, non-affine LayerNorm), a final
 LayerNorm, the mean over tokens and a two-layer classifier head. Every model gets its own recipe
 (optimizer, learning rate, init std, L2 penalty, train fraction, dropout), as in the official
