@@ -234,3 +234,29 @@ def test_results_stay_on_input_device_cpu():
     X = torch.randn(6, 12, 2)
     out = predict(m, X, missing=0.3)
     assert out.device == X.device and torch.isfinite(out).all()
+
+
+def test_init_poles_as_stated_in_the_chapter():
+    z = np.sort(poles(TwoCompartmentParams()).real)
+    np.testing.assert_allclose(z, [0.2612, 0.9188], atol=5e-5)
+    assert np.allclose(poles(TwoCompartmentParams()).imag, 0)
+
+
+def test_tclif_matches_its_equations_step_by_step():
+    """TC-LIF: U_d += -sigmoid(c1) U_s + I - gamma S, U_s += sigmoid(c2) U_d - theta S, one somatic spike."""
+    n = TCLIF().double()
+    with torch.no_grad():
+        n.c.copy_(torch.tensor([0.3, -0.4]))
+    I = _current(scale=2.0)
+    tr = n.trace(I)
+    b1, b2 = torch.sigmoid(torch.tensor(0.3, dtype=torch.float64)), torch.sigmoid(torch.tensor(-0.4, dtype=torch.float64))
+    ud = us = torch.zeros_like(I[0])
+    for t in range(len(I)):
+        ud = ud - b1 * us + I[t]
+        us = us + b2 * ud
+        s = (us >= 1).double()
+        torch.testing.assert_close(tr["U_dendrite"][t], ud)
+        torch.testing.assert_close(tr["U_soma"][t], us)
+        torch.testing.assert_close(tr["out"][t], s)
+        ud, us = ud - 0.5 * s, us - s
+    assert tr["S_dendrite"].abs().sum() == 0 and tr["S_soma"].sum() > 0
