@@ -259,6 +259,22 @@ def test_runs_report_each_deployment_rule():
     assert list(run_bbt(fresh(), *args, A, cfg).selections) == ["fixed"]
 
 
+def test_bbt_with_a_given_prompt_deploys_it_and_only_it_changes():
+    m, v, _, enc = _bb(0)
+    cands = torch.tensor(v.encode("tell sentiment topic now please the what is"))
+    A = random_projection(4, 16, 6, 0.1, generator=torch.Generator().manual_seed(0))
+    cfg = PromptTuningConfig(batch_size=8, n_samples=4, popsize=4)
+    args = (enc["train"], enc["dev"], enc["test"], cands, 4, A, cfg)
+    manual = torch.tensor(v.encode("what is the sentiment"))
+    r = run_bbt(BlackBoxLM(m, v, "sentiment", 24), *args, seed=3, prompt=manual)
+    assert torch.equal(r.prompt, manual) and r.queries == 24
+    r_rand = run_bbt(BlackBoxLM(m, v, "sentiment", 24), *args, seed=3)
+    assert not torch.equal(r_rand.prompt, manual)
+    assert set(r_rand.prompt.tolist()) <= set(cands.tolist())
+    with pytest.raises(ValueError):
+        run_bbt(BlackBoxLM(m, v, "sentiment", 24), *args, prompt=manual[:3])
+
+
 def test_cmaes_accepts_numpy_and_returns_float64_cpu():
     es = CMAES(np.zeros(3), 0.5, popsize=4, seed=1)
     X = es.ask()

@@ -259,16 +259,22 @@ def run_bdpl(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: Encoded
 
 def run_bbt(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: EncodedTask,
             candidates: torch.Tensor, n_pos: int, A: torch.Tensor, cfg: PromptTuningConfig, *,
-            seed: int = 0) -> RunResult:
+            seed: int = 0, prompt: torch.Tensor | None = None) -> RunResult:
     """BBT: CMA-ES on z (population λ, one query per candidate) with random fixed tokens.
 
     The fixed tokens are drawn exactly as ZO-only's (same seed, same generator call), so BBT
-    and ZO-only differ only in the optimiser of z.
+    and ZO-only differ only in the optimiser of z. ``prompt`` (LongTensor (n,)), if given,
+    replaces them (e.g. a manual prompt: BBT started from a hand-written text); the random
+    stream is the same either way.
     """
     gen = torch.Generator().manual_seed(seed)
     D = bb.embed_dim
     offset_of = _offset_fn(A, n_pos, D)
     fixed = candidates[torch.randint(candidates.numel(), (n_pos,), generator=gen)]
+    if prompt is not None:
+        if prompt.shape != (n_pos,):
+            raise ValueError(f"prompt must have shape ({n_pos},), got {tuple(prompt.shape)}")
+        fixed = prompt.to(fixed.dtype)
     es = CMAES(torch.zeros(A.shape[1], dtype=torch.float64), cfg.sigma0, popsize=cfg.popsize, seed=seed)
     track = _Tracker(bb, dev, test, offset_of)
     trace: dict[str, list[float]] = {"queries": [], "loss": []}
