@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
 
-from iclr25.bandits import (batch_schedule, batched_elimination, batched_linucb, eliminate,
+from iclr25.bandits import (TiledEnv, batch_schedule, batched_elimination, batched_linucb, eliminate,
+                            elimination_beta, elimination_u, make_needle_env, ridge_from_stats,
                             exp_policy_design, exp_policy_mixture_act, exp_policy_online,
                             explore_then_commit, fit_loglog_slope, gamma, linucb,
                             batches_needed, geometric_schedule,
@@ -172,3 +173,51 @@ def test_linucb_beta_scale_one_is_the_theory_radius():
     T = 300
     np.testing.assert_array_equal(linucb(env, T).regret, linucb(env, T, beta_scale=1.0).regret)
     assert not np.array_equal(linucb(env, T, beta_scale=0.25).regret, linucb(env, T).regret)
+
+
+def test_ridge_from_stats_equals_ridge_fit():
+    rng = np.random.default_rng(3)
+    xs, r = rng.standard_normal((2, 30, 4)), rng.standard_normal((2, 30))
+    a = ridge_fit(xs, r, 0.3)
+    b = ridge_from_stats(np.einsum("snd,sne->sde", xs, xs), np.einsum("snd,sn->sd", xs, r), 0.3)
+    np.testing.assert_allclose(a.theta, b.theta, atol=1e-12)
+    np.testing.assert_allclose(a.Linv, b.Linv, atol=1e-12)
+
+
+def test_elimination_u_closed_form():
+    beta = elimination_beta(0.1, 8, 1000, 3, 0.01, 0.01, 1.0)
+    np.testing.assert_allclose(elimination_u(0.1, 8, 1000, 3, 0.01, 0.01, 1.0), 4 * 8 * beta**2)
+
+
+def test_tiled_env_runs_variants_as_separate_calls():
+    """Per-instance radius scales and pooled flags on a tiled env = one call per variant."""
+    base = make_needle_env(np.array([0.2, 0.6]), 2, 4, seed=5, noise_sd=0.1)
+    env = TiledEnv(base, 3)
+    assert env.S == 3 * base.S and env.theta_norm == base.theta_norm
+    X0, e0 = base.rounds(0, 700)
+    X1, e1 = env.rounds(0, 700)
+    np.testing.assert_array_equal(X1[base.S:2 * base.S], X0)
+    np.testing.assert_array_equal(e1[2 * base.S:], e0)
+    T, grid = 900, np.array([150, 500, 900])
+    scales = np.repeat([1.0, 0.5, 1.0], base.S)
+    pooled = np.repeat([False, False, True], base.S)
+    both = batched_elimination(env, T, grid, lam=0.01, beta_scale=scales, pooled=pooled)
+    for c, kw in enumerate([{}, {"beta_scale": 0.5}, {"pooled": True}]):
+        one = batched_elimination(make_needle_env(np.array([0.2, 0.6]), 2, 4, seed=5, noise_sd=0.1),
+                                  T, grid, lam=0.01, **kw)
+        part = both.part(c, 3)
+        np.testing.assert_allclose(part.regret, one.regret, atol=1e-12)
+        np.testing.assert_allclose(part.info["opt_kept_runs"], one.info["opt_kept_runs"])
+
+
+def test_pooled_equals_per_batch_with_one_estimator():
+    """With two batches only the first batch's estimator is ever used: pooling changes nothing."""
+    env = make_needle_env(np.array([0.3]), 3, 4, seed=1, noise_sd=0.1)
+    a = batched_elimination(env, 600, np.array([200, 600]), lam=0.01)
+    b = batched_elimination(env, 600, np.array([200, 600]), lam=0.01, pooled=True)
+    np.testing.assert_array_equal(a.regret, b.regret)
+    env = make_needle_env(np.array([0.08]), 3, 4, seed=1, noise_sd=0.1)
+    c = batched_elimination(env, 3000, np.array([500, 1000, 3000]), lam=0.01, pooled=True)
+    d_ = batched_elimination(env, 3000, np.array([500, 1000, 3000]), lam=0.01)
+    # batch 2 alone (500 rounds) cannot eliminate at this gap, batches 1-2 pooled (1000 rounds) can
+    assert c.total().sum() < 0.9 * d_.total().sum()

@@ -92,3 +92,17 @@ def test_basis_contexts_are_a_jittered_fixed_action_set():
         LinearContextualEnv(np.ones((1, 3)), K=4, context="basis")
     with pytest.raises(ValueError):
         make_needle_env(np.array([0.0, 0.5]), R=2, d=3)
+
+
+def test_shared_contexts_one_stream_independent_noise():
+    from iclr25.bandits import TiledEnv, make_needle_env
+    env = make_needle_env(np.array([0.1, 0.5]), 2, 4, seed=3, noise_sd=0.2, shared_contexts=True)
+    X, eps = env.rounds(500, 1100)  # spans three blocks
+    assert X.shape == (4, 600, 4, 4)
+    for s in range(1, 4):
+        np.testing.assert_array_equal(X[s], X[0])
+        assert not np.allclose(eps[s], eps[0])
+    np.testing.assert_allclose(np.linalg.norm(X[0] - 0.9 * np.eye(4), axis=-1), 0.1)
+    Xt, et = TiledEnv(env, 2).rounds(500, 1100)
+    np.testing.assert_array_equal(Xt[5], X[1])
+    np.testing.assert_array_equal(et[4:], eps)

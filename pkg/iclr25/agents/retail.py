@@ -310,21 +310,28 @@ def _check_payer(data: Data, user_id: str, pm_id: str, amount: float) -> str | N
     return None
 
 
+def _priced_swap(data: Data, order_id: str, status: str, action: str, item_ids: list[str],
+                 new_item_ids: list[str], payment_method_id: str) -> float | str:
+    """The checks an item swap (modify or exchange) shares: the order exists and has ``status``,
+    the swap is valid and the payer can cover it. Returns the price difference, or the error."""
+    if order_id not in data["orders"]:
+        return "Error: order not found"
+    order0 = data["orders"][order_id]
+    if order0["status"] != status:
+        return f"Error: non-{status} order cannot be {action}"
+    diff = _check_swap(data, order0, list(item_ids), list(new_item_ids))
+    if isinstance(diff, str):
+        return diff
+    return _check_payer(data, order0["user_id"], payment_method_id, diff) or diff
+
+
 def modify_pending_order_items(data: Data, order_id: str, item_ids: list[str], new_item_ids: list[str],
                                payment_method_id: str) -> str:
     """Swap items of a pending order for other available variants of the same products (once:
     the status becomes ``pending (item modified)``); the price difference is paid or refunded."""
-    if order_id not in data["orders"]:
-        return "Error: order not found"
-    order0 = data["orders"][order_id]
-    if order0["status"] != "pending":
-        return "Error: non-pending order cannot be modified"
-    diff = _check_swap(data, order0, list(item_ids), list(new_item_ids))
+    diff = _priced_swap(data, order_id, "pending", "modified", item_ids, new_item_ids, payment_method_id)
     if isinstance(diff, str):
         return diff
-    err = _check_payer(data, order0["user_id"], payment_method_id, diff)
-    if err:
-        return err
     order = writable(data, "orders", order_id)
     order["payment_history"].append({"transaction_type": "payment" if diff > 0 else "refund",
                                      "amount": abs(diff), "payment_method_id": payment_method_id})
@@ -366,17 +373,9 @@ def exchange_delivered_order_items(data: Data, order_id: str, item_ids: list[str
                                    new_item_ids: list[str], payment_method_id: str) -> str:
     """Request the exchange of items of a delivered order for other available variants of the same
     products (once: the status becomes ``exchange requested``)."""
-    if order_id not in data["orders"]:
-        return "Error: order not found"
-    order0 = data["orders"][order_id]
-    if order0["status"] != "delivered":
-        return "Error: non-delivered order cannot be exchanged"
-    diff = _check_swap(data, order0, list(item_ids), list(new_item_ids))
+    diff = _priced_swap(data, order_id, "delivered", "exchanged", item_ids, new_item_ids, payment_method_id)
     if isinstance(diff, str):
         return diff
-    err = _check_payer(data, order0["user_id"], payment_method_id, diff)
-    if err:
-        return err
     order = writable(data, "orders", order_id)
     order["status"] = "exchange requested"
     order["exchange_items"] = sorted(item_ids)

@@ -130,16 +130,23 @@ def ridge_fit(xs: np.ndarray, r: np.ndarray, lam: float) -> Estimator:
     return Estimator(np.einsum("sde,se->sd", Linv, np.einsum("snd,sn->sd", xs, r)), Linv)
 
 
-def eliminate(X: np.ndarray, estimators: list[Estimator], beta: float) -> np.ndarray:
+def ridge_from_stats(xx: np.ndarray, xr: np.ndarray, lam: float) -> Estimator:
+    """Ridge regression from sufficient statistics ``xx = sum x x^T (S, d, d)``, ``xr = sum x r (S, d)``."""
+    Linv = np.linalg.inv(lam * np.eye(xx.shape[-1]) + xx)
+    return Estimator(np.einsum("sde,se->sd", Linv, xr), Linv)
+
+
+def eliminate(X: np.ndarray, estimators: list[Estimator], beta: float | np.ndarray) -> np.ndarray:
     """Survivor mask after elimination by every stored estimator (in batch order).
 
     For each estimator ``j``: keep ``a`` iff ``UCB_j(a) >= max_{b surviving} LCB_j(b)`` with
     ``UCB/LCB = <theta_j, x> +/- beta ||x||_{Lambda_j^{-1}}``. The empirically best survivor always
     survives, so the mask is never empty.
 
-    ``X (S, n, K, d)`` -> bool ``(S, n, K)``.
+    ``X (S, n, K, d)``, ``beta`` a float or one radius per instance ``(S,)`` -> bool ``(S, n, K)``.
     """
     mask = np.ones(X.shape[:3], dtype=bool)
+    beta = np.broadcast_to(np.asarray(beta, dtype=float), (X.shape[0],))[:, None, None]
     for est in estimators:
         mean = np.einsum("snkd,sd->snk", X, est.theta)
         w = beta * widths(X, est.Linv)
@@ -158,6 +165,18 @@ def elimination_beta(noise_sd: float, K: int, T: int, M: int, delta: float, lam:
     return noise_sd * np.sqrt(2 * np.log(2 * K * T * M / delta)) + np.sqrt(lam) * theta_norm
 
 
+def elimination_u(noise_sd: float, K: int, T: int, M: int, delta: float, lam: float,
+                  theta_norm: float) -> float:
+    """The elimination cost ``u_eff = 4 beta^2 K``, with ``beta`` from :func:`elimination_beta`.
+
+    With ``K`` actions explored evenly, ``n`` rounds give each action about ``n/K`` samples and a
+    width ``sqrt(K/n)``; the rule :func:`eliminate` removes an action of gap ``Delta`` once
+    ``Delta > 2 beta sqrt(K/n)``, i.e. after ``n = u_eff / Delta^2`` rounds. This ``u_eff`` is the
+    ``u`` of the batch grid with the radius inside it: ``batch_schedule(T, M, 1, u_eff)``.
+    """
+    return 4.0 * K * elimination_beta(noise_sd, K, T, M, delta, lam, theta_norm) ** 2
+
+
 # ----------------------------------------------------------------------------- results
 @dataclass
 class RunResult:
@@ -174,6 +193,18 @@ class RunResult:
     def cumulative(self) -> np.ndarray:
         """Cumulative regret curves, shape ``(S, T)``."""
         return np.cumsum(self.regret, axis=1)
+
+    def part(self, c: int, n: int) -> "RunResult":
+        """Copy ``c`` of ``n`` of a run on a :class:`~iclr25.bandits.envs.TiledEnv` (rows
+        ``c S/n .. (c+1) S/n - 1``); per-run arrays in ``info`` (length ``S``) are sliced too."""
+        S = self.regret.shape[0]
+        if n < 1 or S % n or not 0 <= c < n:
+            raise ValueError(f"cannot take part {c} of {n} of {S} runs")
+        k = S // n
+        sl = slice(c * k, (c + 1) * k)
+        info = {key: (v[sl] if isinstance(v, np.ndarray) and v.shape[:1] == (S,) else v)
+                for key, v in self.info.items()}
+        return RunResult(self.regret[sl], self.grid, info)
 
 
 def _gather(A: np.ndarray, acts: np.ndarray) -> np.ndarray:
@@ -234,7 +265,8 @@ def exp_policy_mixture_act(X: np.ndarray, mask: np.ndarray, Linvs: np.ndarray,
 # ----------------------------------------------------------------------------- the method
 def batched_elimination(env: LinearContextualEnv, T: int, grid: np.ndarray, *, delta: float = 0.01,
                         lam: float = 1.0, design: str = "aware", n_policies: int = 256,
-                        beta_scale: float = 1.0, final: str = "explore") -> RunResult:
+                        beta_scale: float | np.ndarray = 1.0, final: str = "explore",
+                        pooled: bool | np.ndarray = False) -> RunResult:
     """Batched elimination with Exp-Policy exploration (Zhang, Ji & Zhou, 2025).
 
     For batch ``m`` (rounds ``t_{m-1} .. t_m - 1``): survivors = actions not eliminated by the
@@ -249,15 +281,21 @@ def batched_elimination(env: LinearContextualEnv, T: int, grid: np.ndarray, *, d
         contexts, never its rewards); ``"blind"`` plays a mixture of reward-free LinUCB policies
         learned on the previous batch's contexts (uniform random actions in batch 1).
     n_policies : size of the mixture in the blind variant.
-    beta_scale : multiplies the theoretical elimination radius (1 = the theory value).
+    beta_scale : multiplies the theoretical elimination radius (1 = the theory value); a float or
+        one scale per instance ``(S,)``.
     final : ``"explore"`` keeps Exp-Policy in the last batch (the analysed algorithm);
         ``"greedy"`` plays the surviving action with the largest ridge estimate pooled over all
         earlier batches (a practical variant; the last batch feeds no later decision).
+    pooled : a control, not the analysed algorithm: the estimator stored at the end of batch ``m``
+        is the ridge fit on *all* rounds up to ``t_m`` instead of batch ``m``'s rounds only (the
+        fixed-design radius is then no longer justified). A bool or one flag per instance ``(S,)``.
 
     Returns
     -------
     RunResult with ``info``: ``survivors`` (mean number of surviving actions per batch),
-    ``opt_kept`` (fraction of rounds whose optimal action survived, per batch).
+    ``opt_kept`` (fraction of rounds whose optimal action survived, per batch),
+    ``opt_kept_runs`` (the same fraction over all rounds, per run ``(S,)``), ``beta`` (the theory
+    radius before scaling).
     """
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}; valid: {', '.join(DESIGNS)}")
@@ -267,12 +305,14 @@ def batched_elimination(env: LinearContextualEnv, T: int, grid: np.ndarray, *, d
     if grid[-1] != T or np.any(np.diff(grid) <= 0) or grid[0] <= 0:
         raise ValueError("grid must be strictly increasing positive batch ends with last = T")
     S, K, d = env.S, env.K, env.d
-    beta = beta_scale * elimination_beta(env.noise_sd, K, T, len(grid), delta, lam, env.theta_norm)
+    beta0 = elimination_beta(env.noise_sd, K, T, len(grid), delta, lam, env.theta_norm)
+    beta = np.broadcast_to(np.asarray(beta_scale, dtype=float), (S,)) * beta0
+    pool = np.broadcast_to(np.asarray(pooled, dtype=bool), (S,))[:, None]
     regret = np.empty((S, T))
-    pooled_x: list[np.ndarray] = []
-    pooled_r: list[np.ndarray] = []
+    xx_all, xr_all = np.zeros((S, d, d)), np.zeros((S, d))  # sufficient statistics of all rounds
     estimators: list[Estimator] = []
     surv, kept = [], []
+    kept_runs = np.zeros(S)
     starts = np.concatenate([[0], grid[:-1]])
     for m, (t0, t1) in enumerate(zip(starts, grid)):
         Linv = np.broadcast_to(np.eye(d) / lam, (S, d, d)).copy()
@@ -282,14 +322,14 @@ def batched_elimination(env: LinearContextualEnv, T: int, grid: np.ndarray, *, d
         rng = np.random.default_rng([env.seed, 97, m])
         greedy = final == "greedy" and m == len(grid) - 1 and m > 0
         if greedy:
-            pooled = ridge_fit(np.concatenate(pooled_x, 1), np.concatenate(pooled_r, 1), lam)
-        xs_all, r_all = [], []
+            pooled_est = ridge_from_stats(xx_all, xr_all, lam)
+        xx, xr = np.zeros((S, d, d)), np.zeros((S, d))  # this batch's statistics
         n_surv = n_kept = 0.0
         for c0, X, eps in env.chunks(t0, t1):
             mask = eliminate(X, estimators, beta)
             mu = env.mean_rewards(X)
             if greedy:
-                score = np.einsum("snkd,sd->snk", X, pooled.theta)
+                score = np.einsum("snkd,sd->snk", X, pooled_est.theta)
                 acts = np.where(mask, score, -np.inf).argmax(axis=-1)
             elif design == "aware":
                 acts = exp_policy_online(X, mask, Linv)
@@ -297,18 +337,22 @@ def batched_elimination(env: LinearContextualEnv, T: int, grid: np.ndarray, *, d
                 acts = rng.integers(0, K, size=X.shape[:2])
             else:
                 acts = exp_policy_mixture_act(X, mask, Linvs, rng)
-            xs_all.append(_gather(X, acts))
-            r_all.append(_gather(mu, acts) + eps)
+            xs = _gather(X, acts)
+            xx += np.einsum("snd,sne->sde", xs, xs)
+            xr += np.einsum("snd,sn->sd", xs, _gather(mu, acts) + eps)
             regret[:, c0:c0 + X.shape[1]] = mu.max(axis=-1) - _gather(mu, acts)
             n_surv += mask.sum()
-            n_kept += _gather(mask, mu.argmax(axis=-1)).sum()
-        pooled_x.append(np.concatenate(xs_all, 1))
-        pooled_r.append(np.concatenate(r_all, 1))
-        estimators.append(ridge_fit(pooled_x[-1], pooled_r[-1], lam))
+            k_opt = _gather(mask, mu.argmax(axis=-1))
+            n_kept += k_opt.sum()
+            kept_runs += k_opt.sum(axis=1)
+        xx_all += xx
+        xr_all += xr
+        estimators.append(ridge_from_stats(np.where(pool[:, :, None], xx_all, xx),
+                                           np.where(pool, xr_all, xr), lam))
         surv.append(n_surv / (S * (t1 - t0)))
         kept.append(n_kept / (S * (t1 - t0)))
     return RunResult(regret, grid, {"survivors": np.array(surv), "opt_kept": np.array(kept),
-                                    "beta": beta})
+                                    "opt_kept_runs": kept_runs / T, "beta": beta0})
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -322,11 +366,11 @@ def linucb_beta(logdet: np.ndarray, d: int, lam: float, noise_sd: float, delta: 
 
 
 def linucb(env: LinearContextualEnv, T: int, *, delta: float = 0.01, lam: float = 1.0,
-           switch_ratio: float | None = None, beta_scale: float = 1.0) -> RunResult:
+           switch_ratio: float | None = None, beta_scale: float | np.ndarray = 1.0) -> RunResult:
     """Sequential LinUCB (OFUL); with ``switch_ratio`` its rarely-switching variant.
 
     Plays ``argmax_a <theta_hat, x_a> + c beta_t ||x_a||_{Lambda^{-1}}`` (``c = beta_scale``,
-    1 = the theory radius). The statistics
+    1 = the theory radius; a float or one scale per instance ``(S,)``). The statistics
     ``(Lambda^{-1}, theta_hat)`` are updated every round by recursive least squares; with
     ``switch_ratio = c`` the *policy* uses a frozen copy that is refreshed only when
     ``det Lambda_t > c det Lambda_last`` (``c = 2``: Abbasi-Yadkori et al.'s rarely switching
@@ -334,6 +378,7 @@ def linucb(env: LinearContextualEnv, T: int, *, delta: float = 0.01, lam: float 
     """
     S, d = env.S, env.d
     ar = np.arange(S)
+    c_scale = np.broadcast_to(np.asarray(beta_scale, dtype=float), (S,))
     Linv = np.broadcast_to(np.eye(d) / lam, (S, d, d)).copy()
     theta = np.zeros((S, d))
     logdet = np.full(S, d * np.log(lam))
@@ -350,8 +395,8 @@ def linucb(env: LinearContextualEnv, T: int, *, delta: float = 0.01, lam: float 
             Xi = X[:, i]
             if rare:
                 XLp = Xi @ P_Linv
-                ucb = np.einsum("skd,sd->sk", Xi, P_theta) + beta_scale * linucb_beta(
-                    P_logdet, d, lam, env.noise_sd, delta, env.theta_norm)[:, None] * np.sqrt(
+                ucb = np.einsum("skd,sd->sk", Xi, P_theta) + (c_scale * linucb_beta(
+                    P_logdet, d, lam, env.noise_sd, delta, env.theta_norm))[:, None] * np.sqrt(
                     np.einsum("skd,skd->sk", XLp, Xi))
                 a = ucb.argmax(axis=1)
                 x = Xi[ar, a]
@@ -360,8 +405,8 @@ def linucb(env: LinearContextualEnv, T: int, *, delta: float = 0.01, lam: float 
             else:
                 XL = Xi @ Linv
                 w2 = np.einsum("skd,skd->sk", XL, Xi)
-                ucb = np.einsum("skd,sd->sk", Xi, theta) + beta_scale * linucb_beta(
-                    logdet, d, lam, env.noise_sd, delta, env.theta_norm)[:, None] * np.sqrt(w2)
+                ucb = np.einsum("skd,sd->sk", Xi, theta) + (c_scale * linucb_beta(
+                    logdet, d, lam, env.noise_sd, delta, env.theta_norm))[:, None] * np.sqrt(w2)
                 a = ucb.argmax(axis=1)
                 x = Xi[ar, a]
                 u = XL[ar, a]

@@ -49,6 +49,9 @@ class LinearContextualEnv:
         ``sphere``: uniform on the unit sphere; ``anisotropic``: ``N(0, diag(s)^2)`` with scales
         ``s_i`` decaying from 1 to 0.1, mapped into the unit ball the same way (a context law where
         uniform exploration is poor).
+    shared_contexts : bool
+        When true, all ``S`` instances see the same context stream (the noise stays independent
+        per instance): generating and caching contexts then costs ``1/S`` as much.
     block : int
         Rounds per generated block.
     cache_bytes : int
@@ -61,6 +64,7 @@ class LinearContextualEnv:
     seed: int = 0
     context: str = "gaussian"
     jitter: float = 0.1
+    shared_contexts: bool = False
     block: int = 512
     cache_bytes: int = 256 * 2**20
     _cache: dict = field(default_factory=dict, repr=False)
@@ -92,6 +96,8 @@ class LinearContextualEnv:
 
     def _make_block(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         S, B, K, d = self.S, self.block, self.K, self.d
+        if self.shared_contexts:
+            S = 1
         if self.context in ("sphere", "basis"):
             x = rng.standard_normal((S, B, K, d))
             x /= np.linalg.norm(x, axis=-1, keepdims=True)
@@ -101,12 +107,14 @@ class LinearContextualEnv:
             scale = np.ones(d) if self.context == "gaussian" else np.geomspace(1.0, 0.1, d)
             x = rng.standard_normal((S, B, K, d)) * scale / np.sqrt(d if self.context == "gaussian" else 1)
             x *= squash_radius(np.linalg.norm(x, axis=-1, keepdims=True))
-        eps = self.noise_sd * rng.standard_normal((S, B))
+        eps = self.noise_sd * rng.standard_normal((self.S, B))
+        if self.shared_contexts:
+            x = np.broadcast_to(x, (self.S, B, K, d))
         return x, eps
 
     def _block(self, b: int) -> tuple[np.ndarray, np.ndarray]:
         if b not in self._cache:
-            per_block = 8 * self.S * self.block * self.K * self.d
+            per_block = 8 * (1 if self.shared_contexts else self.S) * self.block * self.K * self.d
             if (len(self._cache) + 1) * per_block > self.cache_bytes:
                 self._cache.clear()
             self._cache[b] = self._make_block(np.random.default_rng([self.seed, b]))
@@ -133,6 +141,9 @@ class LinearContextualEnv:
             t += n
         if not xs:
             return np.zeros((self.S, 0, self.K, self.d)), np.zeros((self.S, 0))
+        if self.shared_contexts:  # one stream: concatenate it once, then a read-only broadcast view
+            x = np.concatenate([x[:1] for x in xs], axis=1)
+            return np.broadcast_to(x, (self.S,) + x.shape[1:]), np.concatenate(es, axis=1)
         return np.concatenate(xs, axis=1), np.concatenate(es, axis=1)
 
     def mean_rewards(self, X: np.ndarray) -> np.ndarray:
@@ -149,6 +160,34 @@ class LinearContextualEnv:
             t += n
 
 
+class TiledEnv(LinearContextualEnv):
+    """``n`` copies of an environment's ``S`` instances along the instance axis (copy ``c`` of
+    instance ``s`` is instance ``c S + s``), all seeing the base's contexts and noise.
+
+    Several variants of an algorithm (radius scales, estimators) then run in one vectorized call
+    on common random numbers; :meth:`~iclr25.bandits.algorithms.RunResult.part` splits the result.
+    """
+
+    def __init__(self, base: LinearContextualEnv, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"need n >= 1 copies, got {n}")
+        super().__init__(np.tile(base.theta, (n, 1)), K=base.K, noise_sd=base.noise_sd,
+                         seed=base.seed, context=base.context, jitter=base.jitter,
+                         shared_contexts=base.shared_contexts, block=base.block, cache_bytes=0)
+        self.base, self.n = base, n
+
+    @property
+    def theta_norm(self) -> float:
+        """The base's bound on ``||theta*||`` (so radii equal those of the base)."""
+        return self.base.theta_norm
+
+    def _block(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        x, e = self.base._block(b)
+        if self.shared_contexts:
+            return np.broadcast_to(x[:1], (self.S,) + x.shape[1:]), np.concatenate([e] * self.n)
+        return np.concatenate([x] * self.n), np.concatenate([e] * self.n)
+
+
 def random_theta(S: int, d: int, seed: int) -> np.ndarray:
     """``S`` parameters uniform on the unit sphere of ``R^d``: shape ``(S, d)``."""
     th = np.random.default_rng([seed, 10_007]).standard_normal((S, d))
@@ -163,7 +202,7 @@ def make_synthetic_env(S: int, d: int, K: int, seed: int = 0, noise_sd: float = 
 
 
 def make_needle_env(gaps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: float = 0.5,
-                    jitter: float = 0.1) -> LinearContextualEnv:
+                    jitter: float = 0.1, shared_contexts: bool = False) -> LinearContextualEnv:
     """A family of hard instances in the spirit of the batched lower bound: ``len(gaps) * R`` instances.
 
     ``K = d`` nearly fixed actions (``basis`` contexts: little diversity, so exploiting one action
@@ -171,7 +210,7 @@ def make_needle_env(gaps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: f
     than the rest by the gap ``Delta``: ``theta* = Delta e_{a*}``. Instance ``s`` has gap
     ``gaps[s // R]`` (``R`` instances per gap). The worst case over a ladder of gaps, one at every
     batch's scale ``sqrt(u / t_{m-1})``, is what a minimax lower bound charges an ``M``-batch
-    algorithm.
+    algorithm. ``shared_contexts``: all instances see one context stream (independent noise).
     """
     gaps = np.asarray(gaps, dtype=float)
     if gaps.ndim != 1 or np.any(gaps <= 0) or np.any(gaps > 1) or R < 1:
@@ -179,7 +218,8 @@ def make_needle_env(gaps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: f
     rng = np.random.default_rng([seed, 10_009])
     theta = np.zeros((len(gaps) * R, d))
     theta[np.arange(len(theta)), rng.integers(0, d, len(theta))] = np.repeat(gaps, R)
-    return LinearContextualEnv(theta, K=d, noise_sd=noise_sd, seed=seed, context="basis", jitter=jitter)
+    return LinearContextualEnv(theta, K=d, noise_sd=noise_sd, seed=seed, context="basis", jitter=jitter,
+                               shared_contexts=shared_contexts)
 
 
 class DigitsBanditEnv(LinearContextualEnv):

@@ -212,16 +212,7 @@ def mask_gradient_descent(loss_grad: Callable, M0: Tensor | Sequence[Tensor], et
     ``M`` and the losses before each step plus the final one (``steps + 1`` values); a non-finite
     loss (step size too large) stops early and is recorded.
     """
-    sup = None if support is None else [s.to(m.dtype) for s, m in zip(_as_list(support), _as_list(M0))]
-    Ms = _project([m.detach().clone() for m in _as_list(M0)], None, None, sup)
-    history = []
-    for t in range(steps + 1):
-        loss, grads = loss_grad(_unlist(Ms, M0))
-        history.append(float(loss))
-        if t == steps or not math.isfinite(history[-1]):
-            break
-        Ms = _project([m - eta * gr for m, gr in zip(Ms, _as_list(grads))], lo, hi, sup)
-    return _unlist(Ms, M0), history
+    return _projected_descent(loss_grad, M0, lambda t, grads: [eta * gr for gr in grads], steps, lo, hi, support)
 
 
 def mask_adam(loss_grad: Callable, M0: Tensor | Sequence[Tensor], lr: float, steps: int,
@@ -233,23 +224,41 @@ def mask_adam(loss_grad: Callable, M0: Tensor | Sequence[Tensor], lr: float, ste
     the mask has ~10^5 entries and plain GD at ``eta <= 1/L`` only shrinks ``M`` uniformly within
     our step budget (the Hessian's condition number is far larger than the budget)."""
     b1, b2 = betas
+    m1: list[Tensor] = []
+    m2: list[Tensor] = []
+
+    def adam_steps(t: int, grads: list[Tensor]) -> list[Tensor]:
+        if not m1:
+            m1.extend(torch.zeros_like(g) for g in grads)
+            m2.extend(torch.zeros_like(g) for g in grads)
+        out = []
+        for i, gr in enumerate(grads):
+            m1[i].mul_(b1).add_(gr, alpha=1 - b1)
+            m2[i].mul_(b2).addcmul_(gr, gr, value=1 - b2)
+            step = (m1[i] / (1 - b1 ** (t + 1))) / ((m2[i] / (1 - b2 ** (t + 1))).sqrt() + eps)
+            out.append(lr * step)
+        return out
+
+    return _projected_descent(loss_grad, M0, adam_steps, steps, lo, hi, support)
+
+
+def _projected_descent(loss_grad: Callable, M0: Tensor | Sequence[Tensor],
+                       steps_of: Callable[[int, list[Tensor]], list[Tensor]], steps: int,
+                       lo: float | None, hi: float | None, support: Tensor | Sequence[Tensor] | None
+                       ) -> tuple[Tensor | tuple[Tensor, ...], list[float]]:
+    """The loop both mask optimisers share: ``M <- P(M - steps_of(t, grad L(M)))``, with the
+    projection, the loss history and the early stop on a non-finite loss described in
+    :func:`mask_gradient_descent`."""
     sup = None if support is None else [s.to(m.dtype) for s, m in zip(_as_list(support), _as_list(M0))]
     Ms = _project([m.detach().clone() for m in _as_list(M0)], None, None, sup)
-    m1 = [torch.zeros_like(m) for m in Ms]
-    m2 = [torch.zeros_like(m) for m in Ms]
     history = []
     for t in range(steps + 1):
         loss, grads = loss_grad(_unlist(Ms, M0))
         history.append(float(loss))
         if t == steps or not math.isfinite(history[-1]):
             break
-        new = []
-        for i, gr in enumerate(_as_list(grads)):
-            m1[i].mul_(b1).add_(gr, alpha=1 - b1)
-            m2[i].mul_(b2).addcmul_(gr, gr, value=1 - b2)
-            step = (m1[i] / (1 - b1 ** (t + 1))) / ((m2[i] / (1 - b2 ** (t + 1))).sqrt() + eps)
-            new.append(Ms[i] - lr * step)
-        Ms = _project(new, lo, hi, sup)
+        deltas = steps_of(t, list(_as_list(grads)))
+        Ms = _project([m - d for m, d in zip(Ms, deltas)], lo, hi, sup)
     return _unlist(Ms, M0), history
 
 
