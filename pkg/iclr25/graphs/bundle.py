@@ -349,8 +349,9 @@ class BuNNConv(MessagePassing):
     ``H(t) = exp(-t L)`` the graph heat kernel, computed either spectrally from cached eigenpairs
     (``kernel="spectral"``; pass ``eig=(lam, phi)`` to ``forward``) or by a degree-``K`` Taylor
     series whose products ``L z = z - D^{-1/2} A D^{-1/2} z`` are message passing
-    (``kernel="taylor"``). ``W`` (a Linear over all channels) commutes with ``H`` because it acts on
-    channels and ``H`` on nodes. ``frames="identity"`` fixes ``O_v = I`` (the trivial bundle: a plain
+    (``kernel="taylor"``). ``W`` is a Linear over all channels, applied after diffusing (as in the
+    paper's code); it would commute with ``H`` only if every bundle had the same time ``t``, since a
+    dense ``W`` mixes bundles diffused for different times. ``frames="identity"`` fixes ``O_v = I`` (the trivial bundle: a plain
     heat-diffusion GNN), the ablation that isolates the bundle.
 
     Parameters
