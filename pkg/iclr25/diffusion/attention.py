@@ -76,19 +76,20 @@ class RoutedAttnProcessor:
 
 
 def attention_layers(model: torch.nn.Module) -> list[str]:
-    """Names of the attention processors of ``model`` (as ``model.attn_processors`` spells them)."""
-    return list(model.attn_processors)
+    """Names (as in ``model.named_modules()``) of the diffusers attention layers of ``model``."""
+    return [name for name, m in model.named_modules() if isinstance(m, Attention)]
 
 
 def set_attention_controller(model: torch.nn.Module, controller: AttentionController) -> None:
     """Route every attention layer of ``model`` through ``controller``."""
-    model.set_attn_processor({name: RoutedAttnProcessor(name, controller)
-                              for name in attention_layers(model)})
+    for name in attention_layers(model):
+        model.get_submodule(name).set_processor(RoutedAttnProcessor(name, controller))
 
 
 def reset_attention(model: torch.nn.Module) -> None:
     """Back to diffusers' default processor (``AttnProcessor2_0``) in every attention layer."""
-    model.set_attn_processor(AttnProcessor2_0())
+    for name in attention_layers(model):
+        model.get_submodule(name).set_processor(AttnProcessor2_0())
 
 
 class IdentityRouting:
