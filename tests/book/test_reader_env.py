@@ -135,7 +135,7 @@ def test_reader_env_has_what_chapters_import_and_nothing_else() -> None:
 
 def test_reader_env_leaves_out_the_toolchain() -> None:
     pins = reader_pins()
-    for tool in ("jupyter-book", "sphinx", "pytest", "nbval", "papermill", "diffusers", "jupytext"):
+    for tool in ("jupyter-book", "sphinx", "pytest", "nbval", "papermill", "jupytext"):
         assert tool not in pins, f"{tool} is development tooling, not for the reader's environment"
     post = (ROOT / "binder" / "postBuild").read_text()
     assert "pip install --no-deps ./pkg" in post

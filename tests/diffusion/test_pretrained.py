@@ -1,0 +1,48 @@
+"""The committed scene U-Net (``iclr25/diffusion/weights/scenes-unet.pt``): small, loaded without
+training, refused (naming the script) when missing or made with another recipe, and still what
+``python -m iclr25.diffusion.pretrained`` makes (first steps fast; the whole run with ICLR25_SLOW=1)."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.diffusion import pretrained
+from iclr25.diffusion.pretrained import RECIPE, WEIGHTS, load_scene_unet, train_scene_unet
+
+
+def _meta() -> dict:
+    return torch.load(WEIGHTS, map_location="cpu", weights_only=True)["meta"]
+
+
+def test_committed_weights_load_without_training():
+    assert WEIGHTS.is_file(), "missing committed weights: run `python -m iclr25.diffusion.pretrained`"
+    assert WEIGHTS.stat().st_size <= 2_000_000
+    unet, meta = load_scene_unet()
+    assert not unet.training and not any(p.requires_grad for p in unet.parameters())
+    losses = np.array(meta["losses"])
+    assert len(losses) == RECIPE["steps"] and losses[-50:].mean() < 0.5 * losses[:50].mean()
+
+
+def test_first_training_steps_reproduce_the_recorded_losses():
+    torch.set_num_threads(1)
+    _, losses = train_scene_unet(RECIPE, stop_after=3)
+    np.testing.assert_allclose(losses, _meta()["losses"][:3], rtol=2e-3)
+
+
+def test_missing_or_stale_checkpoint_is_refused_naming_the_script(tmp_path):
+    with pytest.raises(FileNotFoundError, match="iclr25.diffusion.pretrained"):
+        load_scene_unet(path=tmp_path / "none.pt")
+    ckpt = torch.load(WEIGHTS, map_location="cpu", weights_only=True)
+    ckpt["meta"]["recipe"]["steps"] = 1
+    torch.save(ckpt, tmp_path / "stale.pt")
+    with pytest.raises(RuntimeError, match="iclr25.diffusion.pretrained"):
+        load_scene_unet(path=tmp_path / "stale.pt")
+
+
+@pytest.mark.skipif(os.environ.get("ICLR25_SLOW") != "1", reason="set ICLR25_SLOW=1 (retrains, minutes)")
+def test_the_script_still_makes_the_committed_model(tmp_path):
+    made = pretrained.make_checkpoint(path=tmp_path / "again.pt")["meta"]["losses"]
+    committed = _meta()["losses"]
+    assert abs(np.mean(made[-50:]) - np.mean(committed[-50:])) < 0.01

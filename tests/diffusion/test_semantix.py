@@ -1,0 +1,158 @@
+"""Scenes, metrics, Semantix's energies and correspondences, guidance, attention routing, transfer."""
+
+import pytest
+import torch
+
+from iclr25.diffusion.attention import (AttentionRecorder, CrossFrameAttention, IdentityRouting, KVInjection,
+                                        attention_layers, reset_attention, set_attention_controller)
+from iclr25.diffusion.guidance import energy_and_gradient, normalised
+from iclr25.diffusion.inversion import ddpm_invert, noisy_versions
+from iclr25.diffusion.scenes import (OBJECT, class_colour_error, downsample_labels, psnr, structure_score,
+                                     transfer_pairs)
+from iclr25.diffusion.semantix import (global_style_energy, identity_match, match_accuracy, nearest_match,
+                                       oracle_match, position_codes, grid_positions, semantic_distance_energy,
+                                       semantic_match, spatial_energy, style_energy, joint_features)
+from iclr25.diffusion.transfer import (EnergyWeights, guided_transfer, kv_injection_transfer, reinhard_transfer,
+                                       trajectory_features, x0_scale)
+from iclr25.diffusion.unet import inversion_schedule, make_tiny_unet
+
+NAMES = ["up_blocks.0", "up_blocks.1"]
+
+
+@pytest.fixture(scope="module")
+def unet():
+    return make_tiny_unet(8, channels=(8, 16), attention=(False, True), norm_groups=4, seed=0).eval().requires_grad_(False)
+
+
+def test_exact_target_has_zero_colour_error_and_full_structure():
+    p = transfer_pairs(4, 24, seed=3)
+    assert class_colour_error(p.target, p.target, p.context_labels).nan_to_num().abs().max() == 0
+    assert torch.allclose(structure_score(p.target, p.target), torch.ones(4))
+    # the permuted context has the layout of the target but wrong colours on every class
+    assert (class_colour_error(p.context, p.target, p.context_labels)[:, OBJECT] > 0.05).all()
+
+
+def test_permuted_pairs_share_palettes_and_break_colour_matching():
+    p = transfer_pairs(6, 24, seed=1)
+    # the context wears the reference's palettes: global colour statistics are close, per-class ones are not
+    assert (p.perm != torch.arange(3)).all()
+    lc, lr = downsample_labels(p.context_labels, 12), downsample_labels(p.reference_labels, 12)
+    col = lambda x: torch.nn.functional.adaptive_avg_pool2d(x, 12).flatten(2).transpose(1, 2)  # noqa: E731
+    acc = match_accuracy(nearest_match(col(p.context), col(p.reference)), lc.flatten(1), lr.flatten(1))
+    assert acc.nanmean() < 0.2
+    assert match_accuracy(oracle_match(lc, lr), lc.flatten(1), lr.flatten(1)).nanmean() == 1
+
+
+def test_psnr_of_a_constant_offset():
+    x = torch.zeros(2, 3, 4, 4)
+    assert torch.allclose(psnr(x + 0.2, x), torch.full((2,), 10 * torch.log10(torch.tensor(4 / 0.04))))
+
+
+def test_position_codes_inner_product_is_a_cosine_of_the_offset():
+    p, pos = position_codes(5), grid_positions(5)
+    d = pos.unsqueeze(1) - pos.unsqueeze(0)
+    expected = (torch.cos(torch.pi * d[..., 0]) + torch.cos(torch.pi * d[..., 1])) / 2
+    assert torch.allclose(p @ p.T, expected, atol=1e-6)
+
+
+def test_self_match_is_identity_and_energies_vanish_at_the_fixed_point():
+    g = torch.Generator().manual_seed(0)
+    f = [torch.randn(2, 16, 5, generator=g), torch.randn(2, 16, 3, generator=g)]
+    idx = semantic_match(joint_features(f), joint_features(f), pos_weight=0.1)
+    assert torch.equal(idx, identity_match(2, 16))
+    assert style_energy(f[0], f[0], idx).abs().max() < 1e-6
+    assert spatial_energy(f[0], f[0]).abs().max() < 1e-6
+    assert semantic_distance_energy(f[0], f[0], torch.randn(2, 7, 5, generator=g)).abs().max() < 1e-6
+    assert global_style_energy(f[0], f[0]).abs().max() < 1e-12
+
+
+def test_energies_are_invariant_to_what_they_should_ignore():
+    g = torch.Generator().manual_seed(1)
+    fo, fc, fr = (torch.randn(3, 10, 4, generator=g) for _ in range(3))
+    # spatial energy ignores per-channel offsets and positive scales of the output (global colour)
+    assert torch.allclose(spatial_energy(2 * fo + 3, fc), spatial_energy(fo, fc), atol=1e-5)
+    # style energy is a cosine: invariant to positive per-token scaling of the reference
+    idx = torch.randint(0, 10, (3, 10), generator=g)
+    assert torch.allclose(style_energy(fo, 5 * fr, idx), style_energy(fo, fr, idx), atol=1e-6)
+    # the global-style energy is invariant to permuting the output's locations
+    perm = torch.randperm(10, generator=g)
+    assert torch.allclose(global_style_energy(fo[:, perm], fr), global_style_energy(fo, fr), atol=1e-6)
+
+
+def test_energy_gradient_matches_finite_differences(unet):
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    u = make_tiny_unet(8, channels=(8, 16), attention=(False, True), norm_groups=4, seed=0).double().eval()
+    u.requires_grad_(False)
+    target = torch.randn(2, 64, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    from iclr25.diffusion.features import to_tokens
+    energy = lambda feats, x_: spatial_energy(to_tokens(feats["up_blocks.1"]), target)  # noqa: E731
+    _, e, grad = energy_and_gradient(u, x, 500, energy, ["up_blocks.1"])
+    d = torch.randn_like(x)
+    h = 1e-6
+    _, ep, _ = energy_and_gradient(u, x + h * d, 500, energy, ["up_blocks.1"])
+    _, em, _ = energy_and_gradient(u, x - h * d, 500, energy, ["up_blocks.1"])
+    fd = ((ep - em) / (2 * h)).sum()
+    assert torch.allclose(fd, (grad * d).sum(), rtol=1e-5)
+
+
+def test_normalised_has_unit_rms_above_the_floor():
+    g = torch.randn(3, 2, 4, 4) * torch.tensor([1.0, 1e-2, 1e-6]).view(3, 1, 1, 1)
+    n = normalised(g, 1e-3)
+    rms = n.flatten(1).pow(2).mean(1).sqrt()
+    assert torch.allclose(rms[:2], torch.ones(2), atol=1e-5) and rms[2] < 1e-2
+
+
+def test_identity_routing_equals_diffusers_attention(unet):
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(4))
+    ref = unet(x, 100).sample
+    assert attention_layers(unet)
+    try:
+        set_attention_controller(unet, IdentityRouting())
+        assert torch.allclose(unet(x, 100).sample, ref, atol=1e-5)
+        # cross-frame attention with one frame per clip: keys repeated, softmax unchanged
+        set_attention_controller(unet, CrossFrameAttention(frames=1))
+        assert torch.allclose(unet(x, 100).sample, ref, atol=1e-5)
+        # K/V injection from the sample itself is the identity too
+        rec = AttentionRecorder()
+        set_attention_controller(unet, rec)
+        unet(x, 100)
+        kv = KVInjection(rec.states, rec.states, torch.ones(2), torch.ones(2), torch.ones(2, dtype=torch.bool))
+        set_attention_controller(unet, kv)
+        assert torch.allclose(unet(x, 100).sample, ref, atol=1e-5)
+    finally:
+        reset_attention(unet)
+    assert torch.allclose(unet(x, 100).sample, ref, atol=1e-6)
+
+
+def test_zero_guidance_and_empty_window_return_the_context(unet):
+    sched = inversion_schedule(6)
+    g = torch.Generator().manual_seed(5)
+    ctx, ref = (torch.rand(2, 3, 8, 8, generator=g) * 2 - 1 for _ in range(2))
+    xs_c, zs_c = ddpm_invert(unet, sched, ctx, g)
+    xs_r = noisy_versions(sched, ref, g)
+    fc = trajectory_features(unet, sched, xs_c, NAMES, 4, 4)
+    fr = trajectory_features(unet, sched, xs_r, NAMES, 4, 4)
+    w = EnergyWeights.stack([dict(style=1.0, spatial=0.5, semantic=0.2)] * 2)
+    idx = torch.randint(0, 16, (2, 16), generator=g)
+    out, e = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.zeros(2), 4, NAMES, 4)
+    assert (out - ctx).abs().max() < 1e-3 and e.shape == (4, 2)
+    moved, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.full((2,), 0.2), 4, NAMES, 4)
+    assert (moved - ctx).abs().max() > 1e-2
+    kv = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, torch.ones(2), torch.ones(2), torch.zeros(2))
+    assert (kv - ctx).abs().max() < 1e-3
+
+
+def test_x0_scale_moves_the_clean_estimate_by_eta():
+    sched = inversion_schedule(10)
+    from iclr25.diffusion.inversion import alpha_bar
+    for t in [int(t) for t in sched.timesteps]:
+        a = float(alpha_bar(sched, t))
+        assert abs((1 - a) ** 0.5 / a ** 0.5 * x0_scale(sched, t) - 1) < 1e-6
+
+
+def test_reinhard_matches_channel_statistics():
+    g = torch.Generator().manual_seed(6)
+    c, s = torch.rand(2, 3, 8, 8, generator=g) * 0.5 - 0.25, torch.rand(2, 3, 8, 8, generator=g) * 0.5
+    out = reinhard_transfer(c, s)
+    assert torch.allclose(out.mean((2, 3)), s.mean((2, 3)), atol=1e-5)
+    assert torch.allclose(out.std((2, 3)), s.std((2, 3)), atol=1e-4)
