@@ -116,7 +116,7 @@ def test_fact_documents_follow_their_knobs():
     a, b, c = ids[0, 1::3] - 2, ids[0, 2::3] - 2, ids[0, 3::3] - 2      # all facts
     assert torch.all(a < 8) and torch.equal(c, table[a, b])
     a, b, c = ids[1, 1::3], ids[1, 2::3], ids[1, 3::3]                  # all copies
-    assert torch.all(a >= 10) and torch.equal(c, b)
+    assert torch.all(a >= 10) and torch.equal(c, b) and len(set(a.tolist())) == 1   # one marker
     noisy = fact_documents(table, np.array([1.0]), np.array([1.0]), 2000, rng)
     assert noisy[0, 1:].min() >= 2 and noisy.max() < 18
     assert 0.4 < (noisy[0, 1:] >= 10).float().mean() < 0.6              # uniform over both alphabets
@@ -139,3 +139,18 @@ def test_train_lm_loss_fn_default_is_next_token_loss():
     l1 = train_lm(m1, lambda s: (ids, w), 3, warmup=1)
     l2 = train_lm(m2, lambda s: (ids, w), 3, warmup=1, loss_fn=next_token_loss)
     assert l1 == l2
+
+
+def test_pretrain_on_is_paired_by_seed_and_kd_with_beta_zero_is_plain_training():
+    from iclr25.lm.distill import kd_loss_fn, pretrain_on
+
+    table = fact_table(4, 0)
+    corpus = fact_corpus(40, table, n_triples=3, seed=0)
+    cfg = TinyLMConfig(vocab_size=corpus.vocab_size, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=10)
+    m1, l1 = pretrain_on(cfg, corpus.ids, 5, lr=1e-2, seed=3, batch_size=8)
+    m2, l2 = pretrain_on(cfg, corpus.ids, 5, lr=1e-2, seed=3, batch_size=8)
+    assert l1 == l2
+    teacher = _tiny(vocab=corpus.vocab_size, seed=9)
+    teacher.cfg  # noqa: B018 - a TinyLM with max_len 12 >= 10
+    m3, l3 = pretrain_on(cfg, corpus.ids, 5, lr=1e-2, seed=3, batch_size=8, loss_fn=kd_loss_fn(teacher, 0.0))
+    assert np.allclose(l1, l3, atol=1e-6)

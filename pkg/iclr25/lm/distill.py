@@ -19,12 +19,14 @@ knobs, a difficulty (the share of statements that need memorised knowledge) and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from iclr25.lm.train import next_token_loss
+from iclr25.lm.model import TinyLM, TinyLMConfig
+from iclr25.lm.train import next_token_loss, train_lm
 
 #: token ids of the fact corpus: 0 padding, 1 beginning of document, then the key alphabet, then
 #: the copy alphabet
@@ -81,15 +83,17 @@ def fact_documents(table: torch.Tensor, difficulty: np.ndarray, corruption: np.n
     (N, 1 + 3 * n_triples).
 
     Each triple is a *fact* with probability ``difficulty[i]``: ``a, b`` uniform keys and
-    ``c = table[a, b]``; otherwise a *copy*: ``a, b`` uniform copy symbols and ``c = b``. Facts need
-    the memorised table, copies only a rule. Then every token after ``<bos>`` is replaced, with
+    ``c = table[a, b]``; otherwise a *copy*: ``a`` the document's own marker (one copy symbol drawn
+    once per document), ``b`` a uniform copy symbol and ``c = b``. Facts need the memorised table and
+    carry more information; copies are predictable but for ``b``. Then every token after ``<bos>`` is replaced, with
     probability ``corruption[i]``, by a symbol drawn uniformly from both alphabets.
     """
     k = table.shape[0]
     d = np.asarray(difficulty, dtype=float)[:, None]
     n = d.shape[0]
     is_fact = rng.random((n, n_triples)) < d
-    a = rng.integers(0, k, (n, n_triples))
+    marker = rng.integers(0, k, (n, 1))                     # each document's own copy marker
+    a = np.where(is_fact, rng.integers(0, k, (n, n_triples)), marker)
     b = rng.integers(0, k, (n, n_triples))
     tab = table.cpu().numpy()
     c = np.where(is_fact, tab[a, b], b)
@@ -133,6 +137,21 @@ def token_nll(model: torch.nn.Module, ids: torch.Tensor, *, batch_size: int = 51
         x = ids[i:i + batch_size].to(dev)
         logits = model(x)[:, :-1].float()
         out.append(F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").to(ids.device))
+    model.train(was_training)
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def token_hits(model: torch.nn.Module, ids: torch.Tensor, *, batch_size: int = 512) -> torch.Tensor:
+    """Whether the model's most likely next token is the true one, shape (N, T - 1) bool, aligned
+    with :func:`token_nll` (exact match of greedy prediction)."""
+    dev = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out = []
+    for i in range(0, ids.shape[0], batch_size):
+        x = ids[i:i + batch_size].to(dev)
+        out.append((model(x)[:, :-1].argmax(-1) == x[:, 1:]).to(ids.device))
     model.train(was_training)
     return torch.cat(out)
 
@@ -205,3 +224,43 @@ def kd_matched_steps(steps: int, n_student: int, n_teacher: int) -> int:
 def training_flops(steps: int, tokens_per_step: int, n_student: int, n_teacher: int = 0) -> float:
     """``steps * tokens * (6 N_s + 2 N_t)``: training compute, with an online teacher's forward."""
     return float(steps) * tokens_per_step * (6 * n_student + 2 * n_teacher)
+
+
+def kd_loss_fn(teacher: torch.nn.Module, beta: float) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
+                                                                     torch.Tensor]:
+    """A ``loss_fn(logits, ids, weights)`` for :func:`~iclr25.lm.train.train_lm`: :func:`kd_loss`
+    against ``teacher(ids)``, computed online (no gradient) at every step."""
+    teacher.eval()
+
+    def loss(logits: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            t_logits = teacher(ids)
+        return kd_loss(logits, t_logits, ids, weights, beta=beta)
+
+    return loss
+
+
+def pretrain_on(cfg: TinyLMConfig, ids: torch.Tensor, steps: int, *, lr: float, seed: int,
+                batch_size: int = 32, warmup: int = 20, loss_fn=None,
+                device: torch.device | str = "cpu") -> tuple[TinyLM, list[float]]:
+    """Pre-train a fresh :class:`~iclr25.lm.model.TinyLM` on the documents ``ids`` (N, T) with
+    :func:`~iclr25.lm.train.train_lm`: batches of ``batch_size`` documents drawn without replacement
+    epoch by epoch (a new permutation each epoch), so no document repeats before the corpus is used up.
+
+    ``seed`` fixes the initial weights and the batch order: two calls with the same seed and
+    corpus size are paired. Returns the model (eval mode) and the loss per step.
+    """
+    torch.manual_seed(int(seed))
+    model = TinyLM(cfg)
+    rng = np.random.default_rng([int(seed), 11])
+    n = ids.shape[0]
+    epochs = -(-steps * batch_size // n)
+    order = torch.as_tensor(np.concatenate([rng.permutation(n) for _ in range(epochs)]))
+    weights = torch.ones(batch_size, ids.shape[1])
+    weights[:, 0] = 0.0
+
+    def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return ids[order[step * batch_size:(step + 1) * batch_size]], weights
+
+    losses = train_lm(model, batch, steps, lr=lr, warmup=warmup, device=device, loss_fn=loss_fn)
+    return model, losses
