@@ -33,10 +33,13 @@ def next_token_loss(logits: torch.Tensor, ids: torch.Tensor, weights: torch.Tens
 def train_lm(model: TinyLM, batch_fn: BatchFn, steps: int, *, lr: float = 3e-3,
              warmup: int = 50, weight_decay: float = 0.01, clip: float = 1.0,
              device: torch.device | str = "cpu", progress: bool = False,
-             schedule_steps: int | None = None) -> list[float]:
+             schedule_steps: int | None = None,
+             loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> list[float]:
     """Train ``model`` with AdamW and a warmup + cosine schedule on batches ``batch_fn(step)``.
 
-    ``batch_fn(step)`` returns ``(ids, weights)`` as in :func:`next_token_loss`. Deterministic
+    ``batch_fn(step)`` returns ``(ids, weights)`` as in :func:`next_token_loss`. ``loss_fn(logits,
+    ids, weights)`` replaces :func:`next_token_loss` as the training loss (e.g. a distillation
+    loss that calls a teacher on ``ids``). Deterministic
     given the model's initial weights and a deterministic ``batch_fn``. The cosine decays over
     ``schedule_steps`` (default ``steps``): ``steps < schedule_steps`` runs exactly the first
     ``steps`` steps of the longer run. Returns the loss per step.
@@ -58,7 +61,7 @@ def train_lm(model: TinyLM, batch_fn: BatchFn, steps: int, *, lr: float = 3e-3,
     losses = []
     for step in it:
         ids, weights = (t.to(device) for t in batch_fn(step))
-        loss = next_token_loss(model(ids), ids, weights)
+        loss = (loss_fn or next_token_loss)(model(ids), ids, weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
