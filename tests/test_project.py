@@ -63,3 +63,29 @@ def test_no_merge_conflict_markers_in_tracked_text_files() -> None:
             if marker.search(path.read_text(errors="replace")):
                 bad.append(name)
     assert not bad, f"conflict markers in {bad}"
+
+
+def test_every_committed_package_data_file_is_shipped() -> None:
+    """A weight or data file under pkg/iclr25 that no package-data glob names is missing from a
+    non-editable install (the launch notebooks' tree, a reader's `pip install ./pkg`)."""
+    import fnmatch
+    import subprocess
+    import tomllib
+
+    files = subprocess.run(["git", "ls-files", "pkg/iclr25"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.split()
+    if not files:  # not a git checkout
+        return
+    globs = tomllib.loads((ROOT / "pkg" / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    unshipped = []
+    for name in files:
+        if name.endswith(".py"):
+            continue
+        rel = Path(name).relative_to("pkg")
+        shipped = any(
+            rel.parts[:len(pkg.split("."))] == tuple(pkg.split("."))
+            and any(fnmatch.fnmatch("/".join(rel.parts[len(pkg.split(".")):]), g) for g in pats)
+            for pkg, pats in globs.items())
+        if not shipped:
+            unshipped.append(name)
+    assert not unshipped, f"not in [tool.setuptools.package-data] of pkg/pyproject.toml: {unshipped}"
