@@ -45,3 +45,21 @@ def test_every_chapter_has_parameters_and_golden() -> None:
         _, values = parameters_cell(read_chapter(c))
         assert values["scale"] == "full", f"{c.id}: the parameters cell must default to scale='full'"
         assert golden_path(c).is_file(), f"{c.id}: no golden notebook; run `python -m iclr25 golden {c.id}`"
+
+
+def test_no_merge_conflict_markers_in_tracked_text_files() -> None:
+    """A merge committed with its conflict unresolved breaks the bibliography or a chapter quietly."""
+    import re
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not files:  # not a git checkout (e.g. an sdist): nothing to check
+        return
+    marker = re.compile(r"^(<<<<<<<|>>>>>>>)( |$)", re.M)
+    bad = []
+    for name in files:
+        path = ROOT / name
+        if path.suffix in {".md", ".py", ".bib", ".yml", ".yaml", ".toml", ".txt", ".cfg", ".ipynb"} and path.is_file():
+            if marker.search(path.read_text(errors="replace")):
+                bad.append(name)
+    assert not bad, f"conflict markers in {bad}"

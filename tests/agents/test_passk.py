@@ -12,7 +12,7 @@ from iclr25.agents import (all_outcome_tables, all_subsets_fraction, beta_moment
                            binomial_transform_matrix, bootstrap_curve, first_k_estimate,
                            fit_beta_binomial, histogram, histogram_from_pass_hat, homogeneity_chi2,
                            homogeneity_pvalue, integer_histograms, is_success, log_convex,
-                           moment_range, overdispersion, pass_at_k, pass_curve, pass_hat_from_histogram, pass_hat_k,
+                           moment_range, overdispersion, paired_bootstrap_diff, pass_at_k, pass_k_bounds, pass_curve, pass_hat_from_histogram, pass_hat_k,
                            success_counts)
 
 
@@ -169,3 +169,37 @@ def test_overdispersion_limits_and_beta_binomial():
     c = betabinom.rvs(n, a, b, size=40000, random_state=2)
     assert overdispersion(c, n) == pytest.approx(1 / (a + b + 1), abs=0.02)
     assert overdispersion(np.full(10, n), n) == 0.0
+
+
+def test_pass_k_bounds_cover_the_truth_and_shrink_with_more_tasks():
+    # tasks with p_t ~ Beta(1.5, 0.8), 4 trials each: the bounds on pass^8 = mean_t p_t^8 cover it
+    rng = np.random.default_rng(5)
+    covered, widths = 0, []
+    for _ in range(20):
+        p = rng.beta(1.5, 0.8, size=200)
+        lo, hi = pass_k_bounds(rng.binomial(4, p), 4, 8)
+        covered += lo <= np.mean(p**8) <= hi
+        widths.append(hi - lo)
+    assert covered >= 19
+    # more tasks, narrower bounds; a lower level, nested inside a higher one
+    p = rng.beta(1.5, 0.8, size=3200)
+    c = rng.binomial(4, p)
+    lo_big, hi_big = pass_k_bounds(c, 4, 8)
+    assert hi_big - lo_big < 0.6 * np.mean(widths)
+    lo50, hi50 = pass_k_bounds(c[:200], 4, 8, level=0.5)
+    lo95, hi95 = pass_k_bounds(c[:200], 4, 8, level=0.95)
+    assert lo95 <= lo50 + 1e-9 and hi50 <= hi95 + 1e-9
+    # every task always solved: pass^m close to 1 whatever m
+    assert pass_k_bounds(np.full(2000, 4), 4, 8)[0] > 0.9
+
+
+def test_paired_bootstrap_diff_of_equal_and_shifted_tables():
+    a = np.random.default_rng(0).random((50, 3))
+    assert np.all(paired_bootstrap_diff(a, a, n_boot=200) == 0)
+    d = paired_bootstrap_diff(a + 0.25, a, n_boot=200)
+    assert d.shape == (200, 3) and np.allclose(d, 0.25)
+    # the resampling is over tasks: the spread shrinks like 1 / sqrt(T)
+    x = np.random.default_rng(1).random(400)
+    s_small = paired_bootstrap_diff(x[:100], np.zeros(100), n_boot=4000).std()
+    s_big = paired_bootstrap_diff(x, np.zeros(400), n_boot=4000).std()
+    assert s_big == pytest.approx(s_small / 2, rel=0.15)

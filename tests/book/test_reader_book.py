@@ -153,6 +153,24 @@ def test_browser_checks_flag_what_a_reader_would_miss(tmp_path: Path) -> None:
     board = browser.PageReport("scoreboard")
     browser.check_scoreboard({"h2": ["Chapter A"]}, board, ["Chapter A", "Chapter B"])
     assert board.problems == ["no section for chapter(s): Chapter B"]
+    board = browser.PageReport("scoreboard")  # a title with math: typeset on the page, TeX in the toc
+    browser.check_scoreboard({"h2": ["Sparse $ kernels  for SSMs"]}, board, ["Sparse $C_4^n$ kernels for SSMs"])
+    assert board.problems == []
+
+
+def test_attributes_sections_name_one_attribute_per_entry() -> None:
+    """napoleon renders "Attributes" as ``:ivar name:`` fields (``napoleon_use_ivar``), which take one
+    name each; "a, b : type" would become a broken cross-reference and fail the warnings-as-errors build."""
+    import re
+    bad = []
+    for path in sorted((ROOT / "pkg" / "iclr25").rglob("*.py")):
+        for block in re.findall(r"\n( *)Attributes\n\1-+\n(.*?)(?:\n\s*\n|\"\"\")", path.read_text(), re.S):
+            indent, body = block
+            for line in body.splitlines():
+                if line.startswith(indent) and not line.startswith(indent + " ") and ":" in line:
+                    if "," in line.split(":")[0]:
+                        bad.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert not bad, "one attribute per entry in Attributes sections:\n" + "\n".join(bad)
 
 
 def test_build_prints_one_line_per_chapter_and_kernel_output_only_on_failure(

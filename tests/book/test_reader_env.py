@@ -9,7 +9,6 @@ both name a package.
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata as md
 import re
 import sys
@@ -19,6 +18,7 @@ import jupytext
 import yaml
 from packaging.requirements import Requirement
 
+from iclr25.book.cache import all_imports
 from iclr25.book.registry import chapters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,22 +54,13 @@ def constraint_pins() -> dict[str, str]:
 
 
 def _imports(source: str, module: str = "") -> set[str]:
-    """Dotted names imported anywhere in ``source`` (relative imports resolved against ``module``)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:  # an IPython magic in a cell
-        tree = ast.parse("\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = module.split(".")[: len(module.split(".")) - node.level]
-                base = ".".join([*parts, base] if base else parts)
-            names.add(base)
-            names.update(f"{base}.{a.name}" for a in node.names)
+    """Dotted names imported anywhere in ``source`` (relative imports resolved against ``module``);
+    lines of IPython magics and shell escapes are dropped first."""
+    names = all_imports(source, module)
+    if names is None:  # an IPython magic in a cell
+        names = all_imports("\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))), module)
+    if names is None:
+        raise SyntaxError(f"cannot parse a cell of {module or 'a chapter'} even without its magics")
     return names
 
 

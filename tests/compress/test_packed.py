@@ -77,3 +77,9 @@ def test_median_time_and_benchmark_report_consistent_bytes() -> None:
     assert res["blas"]["bytes"] == 16 * 32 * 4
     assert res["c4n n=3"]["bytes"] == 16 * 8 * 5
     assert all(r["gbps"] > 0 for r in res.values())
+
+
+def test_benchmark_ratios_are_per_round_and_blas_is_one() -> None:
+    res = gemv_benchmark((16, 32), ns=(2,), batch=4, working_set_bytes=4 * 16 * 32 * 3, repeats=3)
+    assert res["blas"]["vs_blas"] == 1.0
+    assert all(r["vs_blas"] > 0 and r["seconds"] > 0 for r in res.values())

@@ -33,7 +33,9 @@ def test_reference_gap_and_smoothing_floor(loss):
     p = _problem(loss)
     s = spectral_weights(p.n, "cvar", q=0.25)
     ref = reference_optimum(p, s)
-    assert 0 <= ref.gap < 1e-9
+    # the chapter's certification bar; the L-BFGS end point, hence the gap, moves with the BLAS
+    # kernels (1.8e-9 on the logistic problem under OpenBLAS's Sandybridge kernels, < 1e-9 on AVX-512)
+    assert 0 <= ref.gap < 1e-8
     assert np.isclose(ref.lam.sum(), 1.0)
     D = 0.5 * p.n * np.sum((s - 1 / p.n) ** 2)
     for nu in (1.0, 0.1):

@@ -7,14 +7,16 @@ import torch
 
 from iclr25.lm.text import mean_nll
 from iclr25.ssm import pretrained
-from iclr25.ssm.pretrained import CHECKPOINT, RECIPE, make_text_mamba, text_mamba, text_splits
+from iclr25.ssm.pretrained import (CHECKPOINT, RECIPE, SEEDS, checkpoint_path, make_text_mamba, recipe_for,
+                                   text_mamba, text_splits)
 
 
-def test_checkpoint_is_small_loads_and_matches_its_record() -> None:
-    assert CHECKPOINT.stat().st_size <= 2_000_000
-    model, info = text_mamba()
+@pytest.mark.parametrize("seed", SEEDS)
+def test_checkpoint_is_small_loads_and_matches_its_record(seed: int) -> None:
+    assert checkpoint_path(seed).stat().st_size <= 2_000_000
+    model, info = text_mamba(seed=seed)
     assert info["cfg"] == asdict(RECIPE["cfg"])
-    assert info["recipe"] == {k: v for k, v in RECIPE.items() if k != "cfg"}
+    assert info["recipe"] == {k: v for k, v in recipe_for(seed).items() if k != "cfg"}
     assert len(info["losses"]) == RECIPE["steps"]
     _, val = text_splits()
     # a 2 kB slice of the held-out text (the whole of it takes too long for a unit test): close to the
@@ -24,13 +26,20 @@ def test_checkpoint_is_small_loads_and_matches_its_record() -> None:
     assert nll < 0.3 * float(info["losses"][:10].mean())
 
 
-def test_script_reproduces_the_first_training_steps() -> None:
+@pytest.mark.parametrize("seed", SEEDS)
+def test_script_reproduces_the_first_training_steps(seed: int) -> None:
     # training amplifies float differences between CPUs, so the reproduction test compares the
     # recorded losses of the first steps (same data, seed, schedule), where they agree to ~1e-5
     steps = 12
-    fresh = make_text_mamba(stop_after=steps)
-    _, info = text_mamba()
+    fresh = make_text_mamba(stop_after=steps, recipe=recipe_for(seed))
+    _, info = text_mamba(seed=seed)
     assert torch.allclose(fresh["losses"], info["losses"][:steps], atol=2e-3)
+
+
+def test_models_of_different_seeds_differ() -> None:
+    a, _ = text_mamba(seed=SEEDS[0])
+    b, _ = text_mamba(seed=SEEDS[1])
+    assert not torch.equal(a.layers[0].mixer.in_proj.weight, b.layers[0].mixer.in_proj.weight)
 
 
 def test_missing_checkpoint_names_the_script(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:

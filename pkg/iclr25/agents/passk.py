@@ -10,8 +10,8 @@ independently with probability ``p_t``, then (Yao et al., 2025, tau-bench)
 
 Both are unbiased for every ``k <= n``; the module also holds what the chapter builds on them: the
 inverse binomial transform (a per-task success histogram from published pass^1..n), a homogeneity
-test, the range of pass^m that pass^1..n leave open (a moment problem), a Beta-binomial fit, and a
-bootstrap over tasks.
+test, the range of pass^m that pass^1..n leave open (a moment problem, exactly or up to sampling
+noise), a Beta-binomial fit, and bootstraps over tasks.
 """
 
 from __future__ import annotations
@@ -235,6 +235,52 @@ def moment_range(pass_hat: Sequence[float], m: int, *, grid: int = 2001) -> tupl
             raise ValueError(f"no law on [0, 1] has these moments: {res.message}")
         bounds.append(sign * res.fun)
     return bounds[0], bounds[1]
+
+
+def pass_k_bounds(successes: Sequence[int] | np.ndarray, n: int, m: int, *, level: float = 0.95,
+                  grid: int = 1001) -> tuple[float, float]:
+    """The range of ``E[p^m]`` over task-success laws that fit ``n``-trial data up to sampling
+    noise: a conservative confidence interval for pass^m, also for ``m > n``.
+
+    ``successes``: per-task counts ``c`` (shape ``(T,)``) out of ``n`` trials. A law ``G`` of the
+    task-success probability predicts the share of tasks with ``j`` successes,
+    ``q_j(G) = int C(n, j) p^j (1 - p)^(n - j) dG(p)``, which is linear in ``G``. The feasible laws
+    are those whose ``q_j`` all lie in simultaneous Clopper-Pearson intervals of the observed shares
+    ``h_j / T`` (level ``1 - (1 - level) / (n + 1)`` each, Bonferroni); a linear programme over
+    laws on a grid of ``grid`` points in ``[0, 1]`` gives the smallest and largest ``E[p^m]``.
+    Unlike :func:`moment_range`, which takes the estimates as exact moments, the width reflects
+    how many tasks there are.
+    """
+    from scipy.optimize import linprog
+    from scipy.stats import beta, binom
+
+    h = histogram(successes, n)
+    T = int(h.sum())
+    a = (1.0 - level) / (n + 1)
+    lo = np.where(h > 0, beta.ppf(a / 2, h, T - h + 1), 0.0)
+    hi = np.where(h < T, beta.ppf(1 - a / 2, h + 1, T - h), 1.0)
+    x = np.linspace(0.0, 1.0, grid)
+    A = binom.pmf(np.arange(n + 1)[:, None], n, x[None, :])  # (n + 1, grid): q = A @ w
+    bounds = []
+    for sign in (1.0, -1.0):
+        res = linprog(sign * x**m, A_ub=np.vstack([A, -A]), b_ub=np.concatenate([hi, -lo]),
+                      A_eq=np.ones((1, grid)), b_eq=[1.0], bounds=(0, None), method="highs")
+        if not res.success:
+            raise ValueError(f"no law fits the histogram {h.tolist()}: {res.message}")
+        bounds.append(float(np.clip(sign * res.fun, 0.0, 1.0)))
+    return bounds[0], bounds[1]
+
+
+def paired_bootstrap_diff(table_a: np.ndarray, table_b: np.ndarray, *, n_boot: int = 2000,
+                          seed: int = 0) -> np.ndarray:
+    """Bootstrap over tasks of ``mean(table_a) - mean(table_b)`` for two per-task tables of the
+    same tasks (shape ``(T,)`` or ``(T, K)``, e.g. ``C(c_t, k) / C(n, k)`` of two agents that met
+    the same users). The same resampled tasks enter both means. Returns shape ``(n_boot,)`` or
+    ``(n_boot, K)``."""
+    d = np.asarray(table_a, dtype=float) - np.asarray(table_b, dtype=float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(d), size=(n_boot, len(d)))
+    return d[idx].mean(axis=1)
 
 
 def fit_beta_binomial(successes: Sequence[int] | np.ndarray, n: int) -> tuple[float, float]:

@@ -113,8 +113,10 @@ class BlackBoxLM:
         Queries used so far (each minibatch forward in :meth:`query`).
     n_eval_examples : int
         Examples scored by :meth:`evaluate` (dev/test scoring, not charged, as in the paper).
-    embed_dim, embedding_std : public metadata a prompt-tuning user is given (BBT uses the
-        embedding std to scale its random projection).
+    embed_dim : int
+        Public metadata a prompt-tuning user is given: the embedding width.
+    embedding_std : float
+        Public metadata: the std of the embedding table (BBT scales its random projection by it).
     """
 
     def __init__(self, model: TinyLM, vocab: Vocab, task: str, budget: int,

@@ -19,6 +19,7 @@ chapter and of the scoreboard under ``_build/`` for people to look at.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -66,7 +67,11 @@ _INSPECT = """
       head: [...t.querySelectorAll('th')].map(th => th.innerText.trim().toLowerCase()),
       rows: t.querySelectorAll('tbody tr').length}));
   const links = [...document.querySelectorAll('a[href]')].map(a => a.href);
-  const h2 = [...main.querySelectorAll('h2')].map(h => h.innerText.replace(/#$/, '').trim());
+  const h2 = [...main.querySelectorAll('h2')].map(h => {
+    const c = h.cloneNode(true);
+    c.querySelectorAll('mjx-container').forEach(m => m.replaceWith('$'));  // typeset math -> marker
+    return c.textContent.replace(/#$/, '').trim();
+  });
   return {maths: maths.length, mjx: main.querySelectorAll('mjx-container').length, untypeset, raw,
           imgs, tables, links, h2};
 }
@@ -130,11 +135,19 @@ def check_images(info: dict[str, Any], report: PageReport) -> None:
             report.problems.append(f"figure shown with zero size: {img['src']}")
 
 
+def _title_key(text: str) -> str:
+    """A heading's text with each formula (``$...$`` in the source, typeset math on the page)
+    reduced to one marker and whitespace collapsed, so a source title matches its rendered heading."""
+    return " ".join(re.sub(r"\$[^$]*\$", "$", text).split())
+
+
 def check_scoreboard(info: dict[str, Any], report: PageReport, titles: list[str]) -> None:
-    missing = [t for t in titles if t not in info["h2"]]
+    shown = {_title_key(h) for h in info["h2"]}
+    wanted = {_title_key(t) for t in titles}
+    missing = [t for t in titles if _title_key(t) not in shown]
     if missing:
         report.problems.append(f"no section for chapter(s): {'; '.join(missing)}")
-    extra = [h for h in info["h2"] if h not in titles]
+    extra = [h for h in info["h2"] if _title_key(h) not in wanted]
     if extra:
         report.problems.append(f"sections that are no chapter: {'; '.join(extra)}")
     report.notes.append(f"{len(info['h2'])} chapter sections")

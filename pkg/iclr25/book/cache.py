@@ -52,10 +52,10 @@ def python_source(cell_source: str) -> tuple[str, bool]:
     return code, "get_ipython()" not in code
 
 
-def imported_modules(source: str, current: str = "") -> set[str] | None:
-    """Dotted names of ``iclr25`` modules that ``source`` may import (``from a import b`` yields
-    both ``a`` and ``a.b``, since ``b`` may be a submodule); ``current`` resolves relative
-    imports. None when ``source`` does not parse (the caller must then assume everything)."""
+def all_imports(source: str, current: str = "") -> set[str] | None:
+    """Dotted names of every module that ``source`` may import (``from a import b`` yields both
+    ``a`` and ``a.b``, since ``b`` may be a submodule); ``current`` resolves relative imports.
+    None when ``source`` does not parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -71,7 +71,14 @@ def imported_modules(source: str, current: str = "") -> set[str] | None:
                 base = ".".join([*pkg, base] if base else pkg)
             names.add(base)
             names.update(f"{base}.{a.name}" for a in node.names)
-    return {n for n in names if n == "iclr25" or n.startswith("iclr25.")}
+    return names
+
+
+def imported_modules(source: str, current: str = "") -> set[str] | None:
+    """The ``iclr25`` modules among :func:`all_imports` (None when ``source`` does not parse: the
+    caller must then assume everything)."""
+    names = all_imports(source, current)
+    return None if names is None else {n for n in names if n == "iclr25" or n.startswith("iclr25.")}
 
 
 def _module_file(root: Path, name: str) -> Path | None:

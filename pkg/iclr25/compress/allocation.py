@@ -63,6 +63,11 @@ def _sparsegpt_mask(W: Tensor, X: Tensor, n: int) -> Tensor:
     return W * sparsegpt_prune(W, input_hessian(X).to(W.device), None, ("c4n", n))[1]
 
 
+def _sparsegpt_mask_ls(W: Tensor, X: Tensor, n: int) -> Tensor:
+    H = input_hessian(X).to(W.device)
+    return compensate(W, H, sparsegpt_prune(W, H, None, ("c4n", n))[1])
+
+
 SOLVERS: dict[str, Solver] = {
     "magnitude": _no_data,            # |W| per group, no update
     "wanda": _wanda,                  # |W| ||X_j|| per group, no update
@@ -70,6 +75,7 @@ SOLVERS: dict[str, Solver] = {
     "wanda+group-ls": _wanda_group_ls,  # the same, each group of 4 re-fitted on its own
     "sparsegpt": _sparsegpt,          # OBS: mask chosen group by group on updated weights, with updates
     "sparsegpt-mask": _sparsegpt_mask,  # SparseGPT's mask applied to the original weights, no update
+    "sparsegpt-mask+ls": _sparsegpt_mask_ls,  # SparseGPT's mask with the least-squares weights on it
 }
 """C_4^n solvers by name. ``n = 0`` is never passed to them (the layer stays dense)."""
 

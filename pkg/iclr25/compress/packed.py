@@ -247,9 +247,12 @@ def gemv_benchmark(shape: tuple[int, int], ns: Sequence[int], batch: int, workin
     for every ``n`` in ``ns``, at ``batch`` right-hand sides (1: GEMV, > 1: GEMM), cycling through
     as many ``shape`` matrices as fill ``working_set_bytes`` (dense float32).
 
-    Returns ``{kernel: {"seconds": median per product, "bytes": weight bytes per product, "gbps":
-    bytes / seconds / 1e9}}`` for kernels ``"blas"``, ``"dense loop"`` and ``"c4n n=..."``.
-    Operands are freed kernel by kernel (peak memory: the dense set plus one packed set).
+    The kernels are timed **round-robin**: every one of the ``repeats`` rounds times one sweep of
+    each kernel in turn, so a change of load on a shared machine hits all kernels alike. Returns
+    ``{kernel: {"seconds": median per product, "bytes": weight bytes per product, "gbps":
+    bytes / seconds / 1e9, "vs_blas": median over rounds of the BLAS sweep time over this kernel's
+    sweep time in the same round}}`` for kernels ``"blas"``, ``"dense loop"`` and ``"c4n n=..."``.
+    Peak memory: the dense set plus one packed set per ``n``.
     """
     from threadpoolctl import threadpool_limits
 
@@ -258,20 +261,28 @@ def gemv_benchmark(shape: tuple[int, int], ns: Sequence[int], batch: int, workin
     m = max(1, int(working_set_bytes // (4 * out * inp)))
     X = rng.standard_normal((inp, batch), dtype=np.float32)
     x = np.ascontiguousarray(X[:, 0]) if batch == 1 else X
-    results = {}
-
-    def record(name: str, seconds: float, nbytes: int) -> None:
-        results[name] = {"seconds": seconds, "bytes": float(nbytes), "gbps": nbytes / seconds / 1e9}
-
     dense = [rng.standard_normal(shape, dtype=np.float32) for _ in range(m)]
-    with threadpool_limits(limits=1):
-        record("blas", median_time(lambda i: dense[i] @ x, m, repeats), dense[0].nbytes)
+    packed = {n: [random_packed(out, inp, n, rng) for _ in range(m)] for n in ns}
     loop = dense_loop_matvec if batch == 1 else dense_loop_matmat
-    record("dense loop", median_time(lambda i: loop(dense[i], x), m, repeats), dense[0].nbytes)
-    del dense
     kernel = c4n_matvec if batch == 1 else c4n_matmat
-    for n in ns:
-        packed = [random_packed(out, inp, n, rng) for _ in range(m)]
-        record(f"c4n n={n}", median_time(lambda i: kernel(packed[i], x), m, repeats), packed[0].nbytes)
-        del packed
+    calls: dict[str, tuple[Callable[[int], object], int]] = {
+        "blas": (lambda i: dense[i] @ x, dense[0].nbytes),
+        "dense loop": (lambda i: loop(dense[i], x), dense[0].nbytes),
+        **{f"c4n n={n}": ((lambda i, P=packed[n]: kernel(P[i], x)), packed[n][0].nbytes) for n in ns},
+    }
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    with threadpool_limits(limits=1):
+        for call, _ in calls.values():  # warm-up (and numba compilation) outside the rounds
+            for i in range(m):
+                call(i)
+        for _ in range(repeats):
+            for name, (call, _) in calls.items():
+                times[name].append(median_time(call, m, 1, warmup=0))
+    blas = np.array(times["blas"])
+    results = {}
+    for name, (_, nbytes) in calls.items():
+        t = np.array(times[name])
+        sec = float(np.median(t))
+        results[name] = {"seconds": sec, "bytes": float(nbytes), "gbps": nbytes / sec / 1e9,
+                         "vs_blas": float(np.median(blas / t))}
     return results

@@ -70,7 +70,11 @@ def smollm2(device: torch.device | str = "cpu", *, use_cache: bool = True) -> tu
         try:
             tok = AutoTokenizer.from_pretrained(folder)
             config = AutoConfig.from_pretrained(folder)
-            with torch.device("meta"):
+            from accelerate import init_empty_weights
+
+            # parameters on meta (filled by the state dict), buffers real: the rotary embedding's
+            # inv_freq is a non-persistent buffer that the state dict does not carry
+            with init_empty_weights(include_buffers=False):
                 model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
             state = torch.load(folder / "weights.pt", map_location="cpu", weights_only=True)
             model.load_state_dict(state, assign=True)

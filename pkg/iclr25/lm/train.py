@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -69,52 +70,136 @@ def train_lm(model: TinyLM, batch_fn: BatchFn, steps: int, *, lr: float = 3e-3,
     return losses
 
 
+#: the committed toy model (made by ``python -m iclr25.lm.train``): :func:`pretrained_toy_lm` with its
+#: default arguments loads it, so every machine starts from the same weights without training
+TOY_CHECKPOINT = "toy-lm.pt"
+TOY_SCRIPT = "python -m iclr25.lm.train"
+
+
+def _toy_recipe(cfg: TinyLMConfig, steps: int, batch_size: int, lr: float, answer_weight: float,
+                seed: int) -> dict:
+    return {"cfg": asdict(cfg), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
+            "answer_weight": answer_weight}
+
+
+def _vocab_fingerprint(words: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
+
+
+def train_toy_lm(cfg: TinyLMConfig, *, steps: int, batch_size: int, lr: float, answer_weight: float,
+                 seed: int, stop_after: int | None = None, progress: bool = False) -> tuple[TinyLM, list[float]]:
+    """Train the toy LM from scratch (seeded init and data, one torch thread while it runs).
+
+    ``stop_after`` runs only the first steps of the same schedule (the reproduction test).
+    Returns the model in eval mode and the loss per step.
+    """
+    from iclr25.lm.language import pretraining_batch, toy_vocab
+
+    vocab = toy_vocab()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(seed)
+        model = TinyLM(cfg)
+        rng = np.random.default_rng([seed, 1234])
+        n = steps if stop_after is None else min(stop_after, steps)
+        losses = train_lm(model, lambda step: pretraining_batch(rng, vocab, batch_size, answer_weight=answer_weight),
+                          n, lr=lr, progress=progress, schedule_steps=steps)
+    finally:
+        torch.set_num_threads(threads)
+    return model.eval(), losses
+
+
+def toy_checkpoint_path() -> Path:
+    """Where the committed toy model lives in the package (``iclr25/lm/weights/toy-lm.pt``)."""
+    return Path(__file__).resolve().parent / "weights" / TOY_CHECKPOINT
+
+
 def pretrained_toy_lm(cfg: TinyLMConfig | None = None, *, steps: int = 600, batch_size: int = 32,
                       lr: float = 3e-3, answer_weight: float = 10.0, seed: int = 0, use_cache: bool = True,
                       progress: bool = False) -> tuple[TinyLM, dict]:
     """The tiny LM trained on the toy language of :mod:`iclr25.lm.language`, on the CPU.
 
     Default: 48-wide, 2 layers, 4 heads (about 60k parameters), 600 AdamW steps of 32
-    documents, answer words weighted 10x. Trained once per (config, training arguments, seed,
-    torch threads, source of the model, the language and this module) and cached with
-    :func:`iclr25.common.cached` in ``cache_dir("lm")``; training is deterministic, so a cache
-    hit returns the same weights a fresh run would make on this machine.
+    documents, answer words weighted 10x. With these defaults the weights come from the committed
+    file ``iclr25/lm/weights/toy-lm.pt`` (made by ``python -m iclr25.lm.train``, one thread,
+    deterministic; ``tests/lm/test_toy_checkpoint.py`` checks that it still reproduces), so every
+    machine starts from the same model. Other arguments train once and cache the result with
+    :func:`iclr25.common.cached` in ``cache_dir("lm")``.
 
     Returns
     -------
     model : TinyLM in eval mode, on the CPU
-    info : dict with ``losses`` (per step) and ``cached`` (whether the weights came from the cache).
+    info : dict with ``losses`` (per step), ``source`` (``"committed"``, ``"cache"`` or
+        ``"trained"``) and ``cached`` (whether no training ran).
     """
     import sys
 
     from iclr25.common import cached
     from iclr25.lm import language, model as model_module
-    from iclr25.lm.language import pretraining_batch, toy_vocab
+    from iclr25.lm.language import toy_vocab
 
     vocab = toy_vocab()
     cfg = cfg or TinyLMConfig(vocab_size=len(vocab), d_model=48, d_ff=192)
     if cfg.vocab_size != len(vocab):
         raise ValueError(f"cfg.vocab_size={cfg.vocab_size} but the toy vocabulary has {len(vocab)} words")
+    recipe = _toy_recipe(cfg, steps, batch_size, lr, answer_weight, seed)
+    path = toy_checkpoint_path()
+    if use_cache and path.is_file():
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        meta = ckpt["meta"]
+        if meta["recipe"] == recipe:
+            if meta["vocab"] != _vocab_fingerprint(vocab.words):
+                raise RuntimeError(f"{path} was trained on another toy vocabulary: regenerate it with "
+                                   f"`{TOY_SCRIPT}`")
+            model = TinyLM(cfg)
+            model.load_state_dict(ckpt["state_dict"])
+            return model.eval(), {"losses": meta["losses"], "source": "committed", "cached": True}
     made = []
 
     def train() -> dict:
-        torch.manual_seed(seed)
-        fresh = TinyLM(cfg)
-        rng = np.random.default_rng([seed, 1234])
-        losses = train_lm(fresh, lambda step: pretraining_batch(rng, vocab, batch_size, answer_weight=answer_weight),
-                          steps, lr=lr, progress=progress)
+        fresh, losses = train_toy_lm(cfg, steps=steps, batch_size=batch_size, lr=lr,
+                                     answer_weight=answer_weight, seed=seed, progress=progress)
         made.append(True)
         return {"model": fresh.state_dict(), "losses": losses}
 
-    key = {"cfg": asdict(cfg), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
-           "answer_weight": answer_weight, "threads": torch.get_num_threads()}
-    state = cached("lm", "toy", train, key=key, code=[sys.modules[__name__], model_module, language],
-                   use_cache=use_cache)
-    torch.manual_seed(seed)
+    state = cached("lm", "toy", train, key={**recipe, "threads": 1},
+                   code=[sys.modules[__name__], model_module, language], use_cache=use_cache)
     model = TinyLM(cfg)
     model.load_state_dict(state["model"])
     model.eval()
-    return model, {"losses": state["losses"], "cached": not made}
+    return model, {"losses": state["losses"], "source": "trained" if made else "cache", "cached": not made}
+
+
+def make_toy_checkpoint(progress: bool = False) -> dict:
+    """Train :func:`pretrained_toy_lm`'s default model and return ``{"state_dict", "meta"}``
+    (meta: ``recipe``, ``vocab`` fingerprint, ``losses``, ``torch`` version, ``seconds``)."""
+    import time
+
+    from iclr25.lm.language import toy_vocab
+
+    vocab = toy_vocab()
+    cfg = TinyLMConfig(vocab_size=len(vocab), d_model=48, d_ff=192)
+    recipe = _toy_recipe(cfg, 600, 32, 3e-3, 10.0, 0)
+    t0 = time.time()
+    model, losses = train_toy_lm(cfg, steps=600, batch_size=32, lr=3e-3, answer_weight=10.0, seed=0,
+                                 progress=progress)
+    meta = {"recipe": recipe, "vocab": _vocab_fingerprint(vocab.words), "losses": losses,
+            "torch": str(torch.__version__), "seconds": round(time.time() - t0, 1)}
+    return {"state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()}, "meta": meta}
+
+
+def main() -> None:
+    """``python -m iclr25.lm.train``: (re)make the committed toy model ``weights/toy-lm.pt``."""
+    from iclr25.common import atomic_write
+
+    ckpt = make_toy_checkpoint(progress=True)
+    path = toy_checkpoint_path()
+    atomic_write(path, lambda tmp: torch.save(ckpt, tmp))
+    print(f"toy LM: {path.stat().st_size / 1e6:.2f} MB, {ckpt['meta']['seconds']:.0f} s, "
+          f"final loss {np.mean(ckpt['meta']['losses'][-50:]):.3f} -> {path}")
 
 
 @torch.no_grad()
@@ -159,3 +244,7 @@ def sequence_nll(model: TinyLM, ids: torch.Tensor, weights: torch.Tensor | None 
     perplexity."""
     model.eval()
     return float(next_token_loss(model(ids), ids, weights))
+
+
+if __name__ == "__main__":
+    main()

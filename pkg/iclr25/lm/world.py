@@ -197,10 +197,14 @@ class World:
     rare_frequency : mapping person -> int
         How often (relative, 1 to :data:`RARE_MAX_FREQUENCY`) the person's
         :data:`RARE_RELATIONS` facts are read in pre-training: a long tail of weakly known facts.
-    city_country : mapping city -> country (fixed)
-    toxins, dishes : tuple of str
-    toxin_ingredients, dish_ingredients : tuple of (str, str)
-        The two (ordered) secret ingredients of each toxin / dish; no two share the same pair.
+    city_country : mapping city -> country
+        The same in every world.
+    toxins : tuple of str
+    toxin_ingredients : tuple of (str, str)
+        The two (ordered) secret ingredients of each toxin; no two share the same pair.
+    dishes : tuple of str
+    dish_ingredients : tuple of (str, str)
+        The two (ordered) secret ingredients of each dish; no two share the same pair.
     vocab : Vocab
     """
 

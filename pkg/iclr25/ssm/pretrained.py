@@ -2,6 +2,7 @@
 small checkpoint and re-made by this module's script::
 
     python -m iclr25.ssm.pretrained          # trains it (one CPU thread, deterministic), writes CHECKPOINT
+    python -m iclr25.ssm.pretrained 1        # the same recipe with seed 1: a second model (SEEDS)
 
 Training a byte-level Mamba in pure torch takes minutes, more than a chapter's ``ci`` budget, so the
 weights ship with the package (about 0.6 MB). :func:`text_mamba` loads them and raises, naming the
@@ -25,7 +26,21 @@ CHECKPOINT = Path(__file__).parent / "data" / "text_mamba.pt"
 """Where the committed weights live (inside the package)."""
 
 SCRIPT = "python -m iclr25.ssm.pretrained"
-"""The command that (re)makes :data:`CHECKPOINT`."""
+"""The command that (re)makes :data:`CHECKPOINT` (append a seed for the other committed models)."""
+
+SEEDS = (0, 1)
+"""Training seeds of the committed models: seed 0 is :data:`CHECKPOINT`, seed ``s`` is
+:func:`checkpoint_path` ``(s)`` (same recipe, other initial weights and windows)."""
+
+
+def checkpoint_path(seed: int = 0) -> Path:
+    """Where the committed model of training seed ``seed`` lives (:data:`CHECKPOINT` for 0)."""
+    return CHECKPOINT if seed == 0 else CHECKPOINT.with_name(f"text_mamba_seed{seed}.pt")
+
+
+def recipe_for(seed: int = 0) -> dict:
+    """:data:`RECIPE` with training seed ``seed``."""
+    return {**RECIPE, "seed": int(seed)}
 
 RECIPE = dict(cfg=MambaConfig(vocab_size=256, d_model=64, n_layers=4, d_state=8), steps=2000,
               batch_size=16, block=128, lr=3e-3, warmup=100, weight_decay=0.01, val_fraction=0.1,
@@ -92,30 +107,37 @@ def make_text_mamba(stop_after: int | None = None, recipe: dict = RECIPE) -> dic
             "losses": torch.tensor(losses), "val_nll": val_nll}
 
 
-def text_mamba(device: torch.device | str = "cpu") -> tuple[TinyMamba, dict]:
-    """The committed byte-level Mamba (eval mode, on ``device``) and its record (``losses`` per
-    training step, ``val_nll`` in nats per byte at the time it was made, ``recipe``).
+def text_mamba(device: torch.device | str = "cpu", seed: int = 0) -> tuple[TinyMamba, dict]:
+    """The committed byte-level Mamba of training seed ``seed`` (eval mode, on ``device``) and its
+    record (``losses`` per training step, ``val_nll`` in nats per byte at the time it was made,
+    ``recipe``).
 
     Raises ``FileNotFoundError`` naming :data:`SCRIPT` when the checkpoint is missing.
     """
-    if not CHECKPOINT.is_file():
-        raise FileNotFoundError(f"{CHECKPOINT} is missing: make it with `{SCRIPT}` (deterministic, "
+    path = CHECKPOINT if seed == 0 else checkpoint_path(seed)
+    if not path.is_file():
+        cmd = SCRIPT if seed == 0 else f"{SCRIPT} {seed}"
+        raise FileNotFoundError(f"{path} is missing: make it with `{cmd}` (deterministic, "
                                 "a few minutes on one CPU thread)")
-    ckpt = torch.load(CHECKPOINT, map_location="cpu", weights_only=False)
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
     model = TinyMamba(MambaConfig(**ckpt["cfg"]))
     model.load_state_dict(ckpt["state"])
     info = {k: v for k, v in ckpt.items() if k != "state"}
     return model.to(device).eval(), info
 
 
-def main() -> None:
-    """Write :data:`CHECKPOINT` (the state in float32) and print its validation loss."""
-    ckpt = make_text_mamba()
-    CHECKPOINT.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(ckpt, CHECKPOINT)
-    print(f"wrote {CHECKPOINT} ({CHECKPOINT.stat().st_size / 1e6:.2f} MB): "
+def main(seed: int = 0) -> None:
+    """Write the checkpoint of training seed ``seed`` (the state in float32) and print its
+    validation loss."""
+    ckpt = make_text_mamba(recipe=recipe_for(seed))
+    path = checkpoint_path(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(ckpt, path)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB): "
           f"val {ckpt['val_nll'] / math.log(2):.3f} bits/byte after {len(ckpt['losses'])} steps")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 0)

@@ -1,0 +1,67 @@
+"""Time series for the forecasting experiments, all offline, and the windows cut from them.
+
+* :func:`synthetic_multiscale`: several channels, each a slow and a fast sinusoid, a slower drift
+  and AR(1) noise, with the periods returned (known ground truth).
+
+Windows are cut as the official data set does (``dataset/tsforecast.py``): window ``t`` holds the
+inputs ``x[t : t + L]`` and the targets ``x[t + L : t + L + horizon]``, and the windows (not the
+time steps) are split chronologically into train, validation and test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def synthetic_multiscale(n_channels: int, length: int, seed: int, *, slow: tuple[float, float] = (16, 24),
+                         fast: tuple[float, float] = (4, 8), fast_amp: float = 0.5, drift_amp: float = 0.3,
+                         drift_period: float = 1000.0, noise: float = 0.2, ar: float = 0.5
+                         ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """A multi-scale signal per channel ``c``:
+
+    ``x_c(t) = sin(2 pi t / P_slow,c + phi_c) + fast_amp sin(2 pi t / P_fast,c + phi'_c)
+    + drift_amp sin(2 pi t / drift_period + phi''_c) + e_c(t)``, with AR(1) noise
+    ``e(t) = ar e(t-1) + sqrt(1 - ar^2) noise eps(t)`` (stationary standard deviation ``noise``).
+    Periods are drawn uniformly from ``slow`` and ``fast``.
+
+    Returns the series ``(length, n_channels)`` (float32) and ``{"slow": (C,), "fast": (C,)}``.
+    """
+    rng = np.random.default_rng(seed)
+    p_slow = rng.uniform(*slow, n_channels)
+    p_fast = rng.uniform(*fast, n_channels)
+    phases = rng.uniform(0, 2 * np.pi, (3, n_channels))
+    t = np.arange(length)[:, None]
+    x = (np.sin(2 * np.pi * t / p_slow + phases[0]) + fast_amp * np.sin(2 * np.pi * t / p_fast + phases[1])
+         + drift_amp * np.sin(2 * np.pi * t / drift_period + phases[2]))
+    eps = rng.standard_normal((length, n_channels)) * noise * np.sqrt(1 - ar**2)
+    e = np.zeros(n_channels)
+    for i in range(length):
+        e = ar * e + eps[i]
+        x[i] += e
+    return x.astype(np.float32), {"slow": p_slow, "fast": p_fast}
+
+
+def make_windows(series: np.ndarray, window: int, horizon: int, stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs ``(N, window, C)`` and targets ``(N, horizon, C)`` of every ``stride``-th window of ``series``
+    ``(T, C)``: window ``k`` starts at ``t = k * stride``, inputs ``series[t:t+window]``, targets the next
+    ``horizon`` steps."""
+    T = len(series)
+    starts = np.arange(0, T - window - horizon + 1, stride)
+    idx = starts[:, None] + np.arange(window + horizon)[None]
+    cut = series[idx]
+    return cut[:, :window], cut[:, window:]
+
+
+def chronological_split(n: int, train: float = 0.6, test: float = 0.2) -> tuple[slice, slice, slice]:
+    """Train, validation and test slices of ``n`` windows in time order (sizes as the official code:
+    ``int(n train)``, the rest, ``int(n test)``)."""
+    n_train, n_test = int(n * train), int(n * test)
+    return slice(0, n_train), slice(n_train, n - n_test), slice(n - n_test, n)
+
+
+def standardize(series: np.ndarray, fit_until: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scale each channel of ``series`` ``(T, C)`` by the mean and standard deviation of its first
+    ``fit_until`` steps (the training part only). Returns the scaled series, the means and stds ``(C,)``."""
+    mean = series[:fit_until].mean(axis=0)
+    std = series[:fit_until].std(axis=0)
+    return ((series - mean) / std).astype(np.float32), mean, std

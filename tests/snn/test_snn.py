@@ -1,0 +1,236 @@
+"""Spiking neurons, TS-LIF dynamics, forecaster and metrics: closed forms, reductions, identities."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import signal
+from sklearn.metrics import r2_score as sk_r2
+
+from iclr25.snn import (LIF, PLIF, TCLIF, GainLIF, SpikeForecaster, TSLIF, TwoCompartment,
+                        TwoCompartmentParams, atan_smooth_step, atan_spike, atan_surrogate_grad,
+                        band_ratio, chronological_split, drop_inputs, fit, frequency_response,
+                        instance_normalize, jury_stable, make_windows, poles, predict, r2_score,
+                        ridge_forecaster, rse, seasonal_naive, simulate_linear, spectral_radius,
+                        state_space, synthetic_multiscale, transfer_coefficients)
+
+
+# ---------------------------------------------------------------- surrogate
+def test_spike_forward_is_heaviside_and_backward_is_atan():
+    x = torch.linspace(-3, 3, 601, dtype=torch.float64, requires_grad=True)
+    for theta in (0.0, 1.0):
+        s = atan_spike(x, theta)
+        assert torch.equal(s, (x >= theta).to(x.dtype))
+        (g,) = torch.autograd.grad(s.sum(), x)
+        torch.testing.assert_close(g, atan_surrogate_grad(x.detach() - theta), rtol=1e-12, atol=0)
+
+
+def test_surrogate_is_derivative_of_smooth_step():
+    x = torch.randn(200, dtype=torch.float64, requires_grad=True)
+    (g_smooth,) = torch.autograd.grad(atan_smooth_step(x).sum(), x)
+    (g_spike,) = torch.autograd.grad(atan_spike(x).sum(), x)
+    torch.testing.assert_close(g_spike, g_smooth, rtol=1e-12, atol=1e-15)
+    assert float(atan_surrogate_grad(torch.tensor(0.0))) == pytest.approx(1.0)   # alpha/2 at 0
+
+
+# ---------------------------------------------------------------- dynamics
+def test_transfer_function_matches_scipy_and_simulation():
+    p = TwoCompartmentParams()
+    w = np.linspace(0, np.pi, 65)
+    H = frequency_response(p, w)
+    for name, (num, den) in transfer_coefficients(p).items():
+        _, h = signal.freqz(num, den, worN=w)
+        np.testing.assert_allclose(H[name], h, rtol=1e-12)
+    # impulse response of the simulated recurrence, DTFT by direct sum (decays well within 400 steps)
+    imp = np.zeros(400); imp[0] = 1.0
+    x = simulate_linear(p, imp)
+    k = np.arange(400)
+    for j, name in enumerate(("dendrite", "soma")):
+        dtft = (x[:, j][None] * np.exp(-1j * w[:, None] * k[None])).sum(1)
+        np.testing.assert_allclose(dtft, H[name], atol=1e-10)
+
+
+def test_poles_are_eigenvalues_and_jury_matches_spectral_radius():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        p = TwoCompartmentParams(*rng.uniform(-1.5, 1.5, 6))
+        A, _ = state_space(p)
+        np.testing.assert_allclose(np.sort_complex(poles(p)), np.sort_complex(np.linalg.eigvals(A).astype(complex)),
+                                   atol=1e-9)
+        rho = spectral_radius(p)
+        if abs(rho - 1) > 1e-6:
+            assert jury_stable(p) == (rho < 1)
+
+
+def test_default_init_low_pass_dendrite_and_bounded_vs_divergent():
+    p = TwoCompartmentParams()
+    A, b = state_space(p)
+    assert np.trace(A) == pytest.approx(1.18) and np.linalg.det(A) == pytest.approx(0.24)
+    w = np.linspace(0, np.pi, 129)
+    H = frequency_response(p, w)
+    assert band_ratio(H["dendrite"]) < 1 < band_ratio(H["soma"])
+    u = np.random.default_rng(1).uniform(-1, 1, 1000)
+    assert np.abs(simulate_linear(p, u)).max() < 20
+    bad = TwoCompartmentParams(alpha_d=1.1, alpha_s=0.95)
+    assert not jury_stable(bad) and np.abs(simulate_linear(bad, u)).max() > 1e6
+
+
+# ---------------------------------------------------------------- neurons
+def _current(T=40, N=3, H=5, seed=0, scale=1.5):
+    return scale * torch.randn(T, N, H, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def test_two_compartment_matches_its_equations_step_by_step():
+    torch.manual_seed(0)
+    n = TSLIF(5).double()
+    I = _current()
+    tr = n.trace(I)
+    ad, gd, as_, gs, bsd, bds = (float(getattr(n, k).detach()) for k in ("alpha_d", "gamma_d", "alpha_s", "gamma_s", "beta_sd", "beta_ds"))
+    ud = us = torch.zeros_like(I[0])
+    for t in range(len(I)):
+        ud = ad * ud + gd * I[t] - bsd * us
+        us = as_ * us + gs * I[t] - bds * ud
+        sd, ss = (ud >= 1).double(), (us >= 1).double()
+        torch.testing.assert_close(tr["U_dendrite"][t], ud)
+        torch.testing.assert_close(tr["U_soma"][t], us)
+        torch.testing.assert_close(tr["out"][t], n.kappa_s.detach() * ss + n.kappa_d.detach() * sd)
+        ud, us = ud - 0.5 * sd, us - ss
+    assert tr["S_soma"].sum() > 0 and tr["S_dendrite"].sum() > 0
+
+
+def test_subthreshold_neuron_equals_linear_system():
+    """With a threshold never reached, the membranes are the linear recurrence of dynamics.py."""
+    n = TSLIF(1, theta=1e9).double()
+    I = _current(T=60, N=1, H=1)
+    tr = n.trace(I)
+    ref = simulate_linear(TwoCompartmentParams(), I[:, 0, 0].numpy())
+    np.testing.assert_allclose(tr["U_dendrite"][:, 0, 0].numpy(), ref[:, 0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tr["U_soma"][:, 0, 0].numpy(), ref[:, 1], rtol=1e-6, atol=1e-6)
+
+
+def test_reduces_to_one_compartment():
+    """Uncoupled, no somatic input, kappa_s = 0, kappa_d = 1, dendritic reset theta: the gain-LIF;
+    with alpha = gamma = 1 that is LIF with beta = 1 (reset after the step = reset before the next)."""
+    I = _current()
+    n = TwoCompartment(5, coupled=False, soma_input=False, decays=(0.9, 0.7, 0.3, 0.0), reset_d=1.0).double()
+    g = GainLIF(5, alpha=0.9, gamma=0.7).double()
+    with torch.no_grad():
+        n.kappa_s.zero_(); n.kappa_d.fill_(1.0); g.kappa.fill_(1.0)
+    torch.testing.assert_close(n(I), g(I))
+    g1 = GainLIF(5, alpha=1.0, gamma=1.0).double()
+    with torch.no_grad():
+        g1.kappa.fill_(1.0)
+    torch.testing.assert_close(g1(I), LIF(beta=1.0)(I))
+
+
+def test_ablations_remove_their_parameters():
+    full = {k for k, _ in TSLIF(4).named_parameters()}
+    assert {"beta_sd", "beta_ds", "gamma_s", "kappa_d"} <= full
+    assert not {"beta_sd", "beta_ds"} & {k for k, _ in TwoCompartment(4, coupled=False).named_parameters()}
+    assert "gamma_s" not in {k for k, _ in TwoCompartment(4, soma_input=False).named_parameters()}
+    n = TwoCompartment(4, dendritic_spikes=False)
+    assert "kappa_d" not in {k for k, _ in n.named_parameters()}
+    assert n.trace(_current(H=4).float())["S_dendrite"].abs().sum() == 0
+
+
+def test_lif_subtractive_reset_and_plif_is_lif_with_learned_leak():
+    I = torch.full((6, 1, 1), 0.6, dtype=torch.float64)
+    tr = LIF(beta=1.0).trace(I)
+    # U: 0.6, 1.2 (spike), 1.2+0.6-1 = 0.8, 1.4 (spike), 1.0 (spike), 0.6
+    np.testing.assert_allclose(tr["U_soma"].ravel().numpy(), [0.6, 1.2, 0.8, 1.4, 1.0, 0.6])
+    assert tr["S_soma"].ravel().tolist() == [0, 1, 0, 1, 1, 0]
+    p = PLIF().double()
+    assert float(p.beta.detach()) == pytest.approx(0.5)
+    with torch.no_grad():
+        p.w.fill_(math.log(0.99 / 0.01))                               # beta = 0.99: SeqSNN's LIF
+    I2 = _current()
+    torch.testing.assert_close(p(I2), LIF(beta=0.99)(I2))
+
+
+def test_gradients_reach_every_neuron_parameter():
+    for n in (TSLIF(5), TCLIF(), PLIF(), GainLIF(5)):
+        out = n(_current(H=5).float())
+        out.pow(2).sum().backward()
+        for name, prm in n.named_parameters():
+            assert prm.grad is not None and torch.isfinite(prm.grad).all() and prm.grad.abs().sum() > 0, name
+
+
+# ---------------------------------------------------------------- metrics and data
+def test_metrics_match_sklearn_and_definition():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(50, 6, 3)); yh = y + 0.3 * rng.normal(size=y.shape)
+    assert r2_score(y, yh) == pytest.approx(sk_r2(y.ravel(), yh.ravel()), rel=1e-12)
+    assert r2_score(torch.tensor(y), torch.tensor(yh)) == pytest.approx(r2_score(y, yh))
+    y2, yh2 = y.reshape(50, -1), yh.reshape(50, -1)
+    ref = np.sqrt(((yh2 - y2) ** 2).sum() / ((y2 - y2.mean(0)) ** 2).sum())
+    assert rse(y, yh) == pytest.approx(ref, rel=1e-12)
+    assert rse(y, np.broadcast_to(y.mean(0), y.shape)) == pytest.approx(1.0)
+
+
+def test_windows_split_naive_and_normalisation():
+    s = np.arange(30, dtype=float)[:, None] * np.array([[1.0, -1.0]])
+    X, Y = make_windows(s, 5, 3, stride=2)
+    assert X.shape == (12, 5, 2) and Y.shape == (12, 3, 2)
+    np.testing.assert_array_equal(Y[1, :, 0], [7, 8, 9])
+    tr, va, te = chronological_split(100)
+    assert (tr.stop, va.stop, te.start, te.stop) == (60, 80, 80, 100)
+    per = np.tile(np.arange(4.0), 10)[:, None]
+    Xp, Yp = make_windows(per, 8, 6)
+    np.testing.assert_array_equal(seasonal_naive(Xp, 6, 4), Yp)
+    z, m, sd = instance_normalize(torch.tensor(X))
+    torch.testing.assert_close(z * sd + m, torch.tensor(X))
+    torch.testing.assert_close(z.mean(1), torch.zeros(12, 2, dtype=torch.float64))
+    f = ridge_forecaster(Xp, Yp, alpha=1e-6)
+    assert np.abs(f(Xp) - Yp).max() < 1e-3
+    x, per_ = synthetic_multiscale(3, 500, 0)
+    assert x.shape == (500, 3) and np.all((per_["slow"] >= 16) & (per_["slow"] <= 24))
+
+
+def test_drop_inputs_count_and_determinism():
+    z = torch.ones(10, 20)
+    a = drop_inputs(z, 0.3, torch.Generator().manual_seed(0))
+    b = drop_inputs(z, 0.3, torch.Generator().manual_seed(0))
+    assert int((a == 0).sum()) == 60 and torch.equal(a, b) and torch.equal(drop_inputs(z, 0.0, None), z)
+
+
+# ---------------------------------------------------------------- forecaster
+def test_forecaster_learns_and_is_scale_equivariant():
+    torch.manual_seed(0)
+    x, _ = synthetic_multiscale(2, 700, 0)
+    X, Y = (torch.tensor(a) for a in make_windows(x, 32, 8, stride=2))
+    tr, va, te = chronological_split(len(X))
+    model = SpikeForecaster(TSLIF, 16, 8)
+    before = r2_score(Y[te], predict(model, X[te]))
+    res = fit(model, X[tr], Y[tr], X[va], Y[va], lr=1e-2, epochs=3, batch_size=64, seed=0)
+    after = r2_score(Y[te], predict(model, X[te]))
+    assert after > before and res.best_val == min(res.val_mse)
+    # instance normalisation: an affine map of the inputs maps the forecasts the same way (up to eps)
+    out = predict(model, X[te][:20])
+    out2 = predict(model, 3 * X[te][:20] + 5)
+    torch.testing.assert_close(out2, 3 * out + 5, rtol=1e-3, atol=1e-3)
+
+
+def test_gru_reference_and_shared_initialisation():
+    torch.manual_seed(3); a = SpikeForecaster(lambda h: LIF(), 8, 4)
+    torch.manual_seed(3); b = SpikeForecaster(TSLIF, 8, 4)
+    torch.testing.assert_close(a.encoder.conv.weight, b.encoder.conv.weight)
+    torch.testing.assert_close(a.head.weight, b.head.weight)
+    g = SpikeForecaster(None, 8, 4, recurrence="gru")
+    assert g(torch.randn(5, 12, 2)).shape == (5, 4, 2)
+    with pytest.raises(ValueError):
+        SpikeForecaster(None, 8, 4, recurrence="lstm")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_runs_on_cuda():
+    m = SpikeForecaster(TSLIF, 8, 4).cuda()
+    X = torch.randn(6, 12, 2, device="cuda")
+    assert predict(m, X, missing=0.3).device.type == "cuda"
+
+
+def test_results_stay_on_input_device_cpu():
+    m = SpikeForecaster(TSLIF, 8, 4)
+    X = torch.randn(6, 12, 2)
+    out = predict(m, X, missing=0.3)
+    assert out.device == X.device and torch.isfinite(out).all()
