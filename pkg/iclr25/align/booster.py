@@ -28,6 +28,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 LossFn = Callable[[nn.Module], torch.Tensor]
 Tensors = list[torch.Tensor]
@@ -164,12 +165,13 @@ def perturbation_gap_graph(loss_at: Callable[[Sequence[torch.Tensor]], torch.Ten
     graph (double backprop): its gradient is the exact ``grad R``, which adds
     ``alpha * J_u^T g_h(w~)``, a term of order ``alpha^2``.
     """
-    h0 = loss_at(ws)
-    g = torch.autograd.grad(h0, ws, create_graph=not first_order)
-    u = unit_direction(g, eps)
-    if first_order:
-        u = [t.detach() for t in u]
-    return h0 - loss_at([w - alpha * t for w, t in zip(ws, u)])
+    with sdpa_kernel(SDPBackend.MATH):  # the fused attention kernels have no double backward
+        h0 = loss_at(ws)
+        g = torch.autograd.grad(h0, ws, create_graph=not first_order, retain_graph=True)
+        u = unit_direction(g, eps)
+        if first_order:
+            u = [t.detach() for t in u]
+        return h0 - loss_at([w - alpha * t for w, t in zip(ws, u)])
 
 
 def hessian_quadratic_form(loss_at: Callable[[Sequence[torch.Tensor]], torch.Tensor],
@@ -177,7 +179,8 @@ def hessian_quadratic_form(loss_at: Callable[[Sequence[torch.Tensor]], torch.Ten
     """``v^T H v`` for the Hessian ``H`` of ``loss_at`` at ``ws`` (one Hessian-vector product by
     double backprop)."""
     ws = [w.detach().requires_grad_(True) for w in ws]
-    g = torch.autograd.grad(loss_at(ws), ws, create_graph=True)
-    gv = sum((a * b).sum() for a, b in zip(g, v))
-    hv = torch.autograd.grad(gv, ws)
+    with sdpa_kernel(SDPBackend.MATH):
+        g = torch.autograd.grad(loss_at(ws), ws, create_graph=True)
+        gv = sum((a * b).sum() for a, b in zip(g, v))
+        hv = torch.autograd.grad(gv, ws)
     return float(sum((a * b).sum() for a, b in zip(hv, v)))
