@@ -1,13 +1,13 @@
 """Booster (Huang et al., ICLR 2025): safety alignment that attenuates the harmful perturbation.
 
 With ``f`` the alignment loss and ``h`` the harmful loss (next-token NLL of harmful answers),
-Booster minimises
+Booster minimises::
 
     F(w) = f(w) + lam * R(w),     R(w) = h(w) - h(w - alpha * g_h(w) / ||g_h(w)||),
 
 ``R`` being how much one normalised gradient-descent step of length ``alpha`` on harmful data
 lowers the harmful loss (the *simulated harmful perturbation*). Like SAM it drops the Jacobian of
-the step direction and descends
+the step direction and descends::
 
     g(w) = grad f(w) + lam * [g_h(w) - g_h(w~)],    w~ = w - alpha * g_h(w) / ||g_h(w)||,
 

@@ -2,7 +2,7 @@
 
 Representation noising removes the information about harmful answers from the hidden states, so
 that a later fine-tuning step cannot find it again. The loss of the official Booster repository's
-RepNoise baseline, on a tiny transformer:
+RepNoise baseline, on a tiny transformer::
 
     L = f(w) + beta * mean_l MMD^2(H_l(harmful), N(0, I)) - alpha * log(1 + mean_l CE_l(harmful)),
 

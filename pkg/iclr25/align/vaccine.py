@@ -2,7 +2,7 @@
 
 Vaccine makes the aligned model's hidden states robust to the drift that harmful fine-tuning
 causes: it minimises the alignment loss under the worst small perturbation of every layer's
-output,
+output::
 
     min_w  max_{||e|| <= rho}  f(w; H_l + e_l for every layer l),
 
