@@ -1,0 +1,84 @@
+"""Vaccine, the RepNoise-style loss, clipped ascent and the pipeline's data: limits and identities."""
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.align.ascent import clipped_ascent_loss
+from iclr25.align.booster import global_norm, trainable
+from iclr25.align.harmful_finetuning import (AlignConfig, AttackConfig, attack_set, hft_data,
+                                             method_grads, take, align)
+from iclr25.align.repnoise import mmd_rbf
+from iclr25.align.vaccine import vaccine_grad, vaccine_perturbation
+from iclr25.lm import TinyLM, TinyLMConfig, answer_nll, build_world
+
+
+@pytest.fixture(scope="module")
+def setup():
+    world = build_world(0)
+    torch.manual_seed(0)
+    model = TinyLM(TinyLMConfig(vocab_size=len(world.vocab), d_model=16, n_layers=2, n_heads=2, d_ff=32,
+                                max_len=48)).double()
+    data = hft_data(world, 3, n_reviews=20, n_test=10)
+    return world, model, data
+
+
+def _close(a, b, tol=1e-10):
+    return float(global_norm([x - y for x, y in zip(a, b)])) <= tol * max(1.0, float(global_norm(b)))
+
+
+def test_vaccine_rho_zero_is_sft_and_perturbation_has_norm_rho(setup):
+    _, model, data = setup
+    fb = take(data.align, range(8))
+    f = lambda m: answer_nll(m, fb)  # noqa: E731
+    g, _ = vaccine_grad(model, f, 0.0)
+    assert _close(g, torch.autograd.grad(f(model), trainable(model)))
+    e, _ = vaccine_perturbation(model, f, 0.7)
+    assert float(global_norm(e)) == pytest.approx(0.7, rel=1e-6)
+    g1, st = vaccine_grad(model, f, 0.7)
+    assert st["f_perturbed"] > st["f"]  # an ascent step on the hidden states raises the loss
+
+
+def test_sft_equals_booster_with_lambda_zero_and_ascent_above_cap(setup):
+    _, model, data = setup
+    fb, hb = take(data.align, range(8)), take(data.harmful, range(8))
+    gen = torch.Generator().manual_seed(0)
+    g_sft, _ = method_grads("sft", model, fb, hb, {}, gen)
+    g_b, _ = method_grads("booster", model, fb, hb, {"lam": 0.0, "alpha": 0.1}, gen)
+    assert _close(g_b, g_sft)
+    h = float(answer_nll(model, hb).detach())
+    g_a, _ = method_grads("ascent", model, fb, hb, {"gamma": 3.0, "cap": h / 2}, gen)  # h above cap
+    assert _close(g_a, g_sft)
+    with pytest.raises(ValueError):
+        method_grads("nope", model, fb, hb, {}, gen)
+
+
+def test_clipped_ascent_value():
+    f, h = torch.tensor(1.0), torch.tensor(5.0)
+    assert float(clipped_ascent_loss(f, h, 0.5, 4.0)) == pytest.approx(1.0 - 2.0)
+    assert float(clipped_ascent_loss(f, torch.tensor(2.0), 0.5, 4.0)) == pytest.approx(0.0)
+
+
+def test_mmd_zero_for_identical_samples_and_positive_otherwise():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(20, 5, generator=g, dtype=torch.float64)
+    assert float(mmd_rbf(x, x)) == pytest.approx(0.0, abs=1e-12)
+    assert float(mmd_rbf(x, x + 3.0)) > 0.1
+
+
+def test_data_roles_disjoint_and_attack_set_paired(setup):
+    world, _, data = setup
+    roles = [set(v) for v in data.toxins.values()]
+    assert sum(map(len, roles)) == len(set().union(*roles))
+    cfg = AttackConfig(n=50)
+    a1, a2 = attack_set(world, data, 0.2, cfg), attack_set(world, data, 0.2, cfg)
+    assert a1 == a2  # the same for every method at a seed
+    assert sum(e.kind != "sentiment" for e in a1) == 10
+    assert all(e.meta["entity"] in data.toxins["attack"] for e in a1 if e.kind != "sentiment")
+    assert AttackConfig(n=200, batch=10, epochs=2).steps == 40 and AttackConfig(n=55, batch=10, epochs=3).steps == 18
+
+
+def test_align_missing_hyperparameters(setup):
+    _, model, data = setup
+    with pytest.raises(ValueError):
+        align(model, data, "booster", {"lam": 1.0}, AlignConfig(steps=1))
