@@ -135,10 +135,14 @@ def check_images(info: dict[str, Any], report: PageReport) -> None:
             report.problems.append(f"figure shown with zero size: {img['src']}")
 
 
+_SMART_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
 def _title_key(text: str) -> str:
     """A heading's text with each formula (``$...$`` in the source, typeset math on the page)
-    reduced to one marker and whitespace collapsed, so a source title matches its rendered heading."""
-    return " ".join(re.sub(r"\$[^$]*\$", "$", text).split())
+    reduced to one marker, Sphinx's typographic quotes made straight again and whitespace
+    collapsed, so a source title matches its rendered heading."""
+    return " ".join(re.sub(r"\$[^$]*\$", "$", text).translate(_SMART_QUOTES).split())
 
 
 def check_scoreboard(info: dict[str, Any], report: PageReport, titles: list[str]) -> None:
