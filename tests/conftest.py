@@ -71,3 +71,14 @@ def float64_default():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run a test on one torch thread, restored afterwards, even if code under test (a chapter's
+    ``start(threads=...)``) changed it. Folders of tiny models use it autouse: on a busy 2-core
+    machine a second thread made a forward pass 20x slower (synchronisation, not work)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

@@ -129,29 +129,28 @@ def answer_mask(ids: torch.Tensor) -> torch.Tensor:
 def token_nll(model: torch.nn.Module, ids: torch.Tensor, *, batch_size: int = 512) -> torch.Tensor:
     """Next-token NLL of every predicted token, shape (N, T - 1) (column t scores ``ids[:, t + 1]``),
     float32, on ``ids``'s device. ``model(ids)`` returns logits (B, T, V)."""
-    dev = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    out = []
-    for i in range(0, ids.shape[0], batch_size):
-        x = ids[i:i + batch_size].to(dev)
-        logits = model(x)[:, :-1].float()
-        out.append(F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").to(ids.device))
-    model.train(was_training)
-    return torch.cat(out)
+    return _per_batch(model, ids, batch_size, lambda logits, x: F.cross_entropy(
+        logits.float().transpose(1, 2), x[:, 1:], reduction="none"))
 
 
 @torch.no_grad()
 def token_hits(model: torch.nn.Module, ids: torch.Tensor, *, batch_size: int = 512) -> torch.Tensor:
     """Whether the model's most likely next token is the true one, shape (N, T - 1) bool, aligned
     with :func:`token_nll` (exact match of greedy prediction)."""
+    return _per_batch(model, ids, batch_size, lambda logits, x: logits.argmax(-1) == x[:, 1:])
+
+
+def _per_batch(model: torch.nn.Module, ids: torch.Tensor, batch_size: int,
+               score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """``score(logits[:, :-1], x)`` over ``ids`` in batches of ``batch_size`` on the model's
+    device, in eval mode (restored after), concatenated on ``ids``'s device."""
     dev = next(model.parameters()).device
     was_training = model.training
     model.eval()
     out = []
     for i in range(0, ids.shape[0], batch_size):
         x = ids[i:i + batch_size].to(dev)
-        out.append((model(x)[:, :-1].argmax(-1) == x[:, 1:]).to(ids.device))
+        out.append(score(model(x)[:, :-1], x).to(ids.device))
     model.train(was_training)
     return torch.cat(out)
 
