@@ -1,0 +1,178 @@
+"""Identities and closed forms of the occupancy world, renderer, metrics and forecaster."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import jaccard_score
+
+from iclr25.occupancy.metrics import (binary_iou_from_confusion, iou_per_class, miou_from_confusion,
+                                      occ_confusion)
+from iclr25.occupancy.model import StateForecaster
+from iclr25.occupancy.render import gather_fields, render_weights, segment_mean, silog_loss, volume_render
+from iclr25.occupancy.train import ego_copy
+from iclr25.occupancy.world import (CAR, CURRENT, FRAMES, GRID, N_CLASSES, PEDESTRIAN, flat_index, make_rig,
+                                    make_sequences, raycast, traverse)
+
+
+@pytest.fixture(scope="module")
+def rig():
+    return make_rig()
+
+
+@pytest.fixture(scope="module")
+def seqs():
+    return make_sequences(12, seed=5)
+
+
+def test_weights_sum_to_one_minus_transmittance():
+    g = torch.Generator().manual_seed(0)
+    sigma = torch.rand(50, 30, generator=g, dtype=torch.float64) * 3
+    delta = torch.rand(50, 30, generator=g, dtype=torch.float64)
+    w, trans = render_weights(sigma, delta)
+    assert torch.all(w >= 0)
+    assert torch.allclose(w.sum(-1), 1 - trans, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("sigma", [1e-6, 0.3, 2.0, 40.0])
+def test_slab_closed_form_and_splitting(sigma):
+    """One slab of constant density on [a, b], nothing before: E[min(stop, b)] = a + (1 - e^{-s d}) / s,
+    and splitting the slab into pieces of the same density changes nothing."""
+    a, b = 2.0, 5.0
+    exact = a + (-math.expm1(-sigma * (b - a))) / sigma
+    for n in (1, 7):
+        edges = torch.linspace(a, b, n + 1, dtype=torch.float64)
+        t0, delta = edges[:-1][None], torch.diff(edges)[None]
+        out = volume_render(torch.full_like(t0, sigma), t0, delta, torch.tensor([b], dtype=torch.float64))
+        assert abs(float(out["depth"][0]) - exact) < 1e-9 * max(1.0, exact)
+
+
+def test_segment_mean_limits():
+    x = torch.tensor([0.0, 1e-4, 1e-3 * 0.999, 1e-3 * 1.001, 1.0, 50.0], dtype=torch.float64)
+    g = segment_mean(x)
+    assert abs(float(g[0]) - 0.5) < 1e-15
+    assert torch.allclose(g[1:4], 0.5 - x[1:4] / 12, atol=1e-8)
+    assert abs(float(g[4]) - (1 - 1 / math.expm1(1.0))) < 1e-12
+    assert abs(float(g[5]) - 1 / 50) < 1e-12
+
+
+def test_single_opaque_voxel_depth(rig):
+    """A single very dense voxel: the expected depth is its entry distance along every ray hitting it."""
+    occ = torch.zeros((1,) + GRID, dtype=torch.long)
+    occ[0, 10, 6, 1] = CAR
+    depth, cls, _ = raycast(occ, rig)
+    hit = ~torch.isnan(depth[0])
+    assert hit.any()
+    idx = flat_index(rig.ijk)
+    sig = torch.cat([1e4 * (occ != 0).double().reshape(-1), torch.zeros(1, dtype=torch.float64)])[idx]
+    out = volume_render(sig, rig.t0, rig.delta, rig.t_exit)
+    ok = hit & (rig.delta.gather(1, (idx == 10 * 16 * 4 + 6 * 4 + 1).long().argmax(1, keepdim=True))[:, 0] > 1e-2)
+    assert torch.allclose(out["depth"][ok].float(), depth[0][ok], atol=2e-3)
+
+
+def test_traversal_is_a_partition(rig):
+    t0, delta, ijk, t_exit = rig.t0, rig.delta, rig.ijk, rig.t_exit
+    assert torch.allclose(delta.sum(1), t_exit, atol=1e-9)
+    valid = delta > 0
+    mid = rig.origin + rig.dirs[:, None] * (t0 + delta / 2)[..., None]
+    assert torch.equal(torch.floor(mid)[valid].long(), ijk[valid])
+    nxt = (t0 + delta)[:, :-1]
+    assert torch.allclose(nxt[valid[:, 1:]], t0[:, 1:][valid[:, 1:]], atol=1e-9)
+
+
+def test_rendering_ground_truth_reproduces_labels(rig, seqs):
+    occ = seqs["occ"][:, CURRENT]
+    depth, cls, _ = raycast(occ, rig)
+    onehot = torch.nn.functional.one_hot(occ, N_CLASSES).permute(0, 4, 1, 2, 3).double()
+    attrs = torch.cat([50.0 * (occ != 0).double()[:, None], 10 * onehot[:, 1:]], 1)
+    vals = gather_fields(attrs, flat_index(rig.ijk)[None].expand(len(occ), -1, -1))
+    out = volume_render(vals[..., 0], rig.t0, rig.delta, rig.t_exit, dict(sem=vals[..., 1:]))
+    hit = ~torch.isnan(depth)
+    assert (out["depth"][hit].float() - depth[hit]).abs().median() < 0.05
+    assert (out["sem"][hit].argmax(-1) + 1 == cls[hit]).float().mean() > 0.99
+
+
+def test_shifted_rays_see_the_static_world(rig, seqs):
+    """Rays of frame +k, shifted by the ego displacement, hit the same static surface in the current grid."""
+    k = 2
+    d_k, c_k, _ = raycast(seqs["occ"][:, CURRENT + k], rig)
+    d_s, c_s, _ = raycast(seqs["occ"][:, CURRENT], rig, k * seqs["speed"])
+    static = ~torch.isnan(d_k) & ~torch.isnan(d_s) & (c_k < CAR) & (c_s < CAR)
+    assert static.sum() > 100
+    assert ((d_k - d_s).abs()[static] < 1e-4).float().mean() > 0.99
+
+
+def test_ground_moves_with_the_ego(seqs):
+    occ, v = seqs["occ"], seqs["speed"]
+    for s in range(len(v)):
+        sv = int(v[s])
+        a, b = occ[s, CURRENT, sv:, :, 0], occ[s, CURRENT + 1, :GRID[0] - sv, :, 0]
+        assert torch.equal(a, b)
+
+
+def test_movers_follow_their_lanes():
+    d = make_sequences(4, seed=1, speeds=(0,))
+    occ = d["occ"]
+    cars = (occ[:, :, :, 7:9] == CAR)          # same-direction lane: +1 voxel per frame
+    assert torch.equal(cars[:, CURRENT, :-1], cars[:, CURRENT + 1, 1:])
+    peds = (occ == PEDESTRIAN).sum()
+    assert peds > 0
+
+
+def test_miou_matches_sklearn():
+    g = torch.Generator().manual_seed(0)
+    gt = torch.randint(0, N_CLASSES, (2000,), generator=g)
+    pred = torch.where(torch.rand(2000, generator=g) < 0.6, gt, torch.randint(0, N_CLASSES, (2000,), generator=g))
+    hist = occ_confusion(pred, gt, N_CLASSES)
+    ref = jaccard_score(gt.numpy(), pred.numpy(), average=None, labels=list(range(N_CLASSES)))
+    assert np.allclose(iou_per_class(hist).numpy(), ref)
+    assert abs(miou_from_confusion(hist) - 100 * ref[1:].mean()) < 1e-9
+    b = binary_iou_from_confusion(hist)
+    ref_b = jaccard_score((gt > 0).numpy(), (pred > 0).numpy())
+    assert abs(b - 100 * ref_b) < 1e-9
+    assert miou_from_confusion(occ_confusion(gt, gt, N_CLASSES)) == 100.0
+    assert binary_iou_from_confusion(occ_confusion(torch.zeros_like(gt), gt, N_CLASSES)) == 0.0
+
+
+def test_ego_copy_without_motion_is_identity(seqs):
+    pred = seqs["occ"][:, CURRENT]
+    out = ego_copy(pred, torch.zeros(len(pred), dtype=torch.long))
+    assert all(torch.equal(out[:, f], pred) for f in range(out.shape[1]))
+    out = ego_copy(pred, seqs["speed"])
+    for s in range(len(pred)):      # static ground shifted by the ego displacement
+        v = int(seqs["speed"][s])
+        assert torch.equal(out[s, 0, :GRID[0] - v, :, 0], seqs["occ"][s, CURRENT + 1, :GRID[0] - v, :, 0])
+
+
+def test_forecaster_with_zero_fusion_copies():
+    torch.manual_seed(0)
+    f = StateForecaster(channels=8)
+    torch.nn.init.zeros_(f.fuse[-1].conv.weight)
+    torch.nn.init.zeros_(f.fuse[-1].conv.bias)
+    feat = torch.randn(2, 8, *GRID)
+    outs, wp = f(feat, torch.randn(2, 2), 3)
+    assert all(torch.equal(o, feat) for o in outs)
+    assert wp.shape == (2, 3, 2)
+
+
+def test_renderer_gradcheck():
+    g = torch.Generator().manual_seed(0)
+    sigma = (torch.rand(3, 6, generator=g, dtype=torch.float64) * 2).requires_grad_()
+    sem = torch.randn(3, 6, 2, generator=g, dtype=torch.float64, requires_grad=True)
+    t0 = torch.cumsum(torch.rand(3, 6, generator=g, dtype=torch.float64), 1)
+    delta = torch.rand(3, 6, generator=g, dtype=torch.float64) + 0.1
+
+    def f(s, c):
+        out = volume_render(s, t0, delta, t0[:, -1] + delta[:, -1], dict(sem=c))
+        return out["depth"], out["sem"]
+
+    assert torch.autograd.gradcheck(f, (sigma, sem))
+
+
+def test_silog_scale_invariance_at_lambda_one():
+    d = torch.rand(100, dtype=torch.float64) + 0.5
+    assert float(silog_loss(3 * d, d, lam=1.0)) < 1e-3
+    assert float(silog_loss(d, d)) < 1e-3
