@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from iclr25.lm.data import Example, MCItem
@@ -26,18 +25,31 @@ from iclr25.lm.world import EDIT_TEMPLATE, PARAPHRASE_TEMPLATE, RARE_RELATIONS, 
 
 
 @torch.no_grad()
-def unchanged_fraction(model: TinyLM, reference: TinyLM, world: World, examples: Sequence[Example]) -> float:
-    """Fraction of prompts whose arg-max next token is the same under ``model`` and ``reference``."""
-    prompts = [e.prompt for e in examples]
-    a = next_token_logprobs(model, world.vocab, prompts).argmax(-1)
-    b = next_token_logprobs(reference, world.vocab, prompts).argmax(-1)
-    return float((a == b).float().mean())
+def argmax_tokens(model: TinyLM, world: World, examples: Sequence[Example]) -> torch.Tensor:
+    """The arg-max next token after each example's prompt: (N,) token ids."""
+    return next_token_logprobs(model, world.vocab, [e.prompt for e in examples]).argmax(-1)
 
 
-def edit_metrics(model: TinyLM, reference: TinyLM, world: World, split: EditSplit) -> dict[str, float]:
+@torch.no_grad()
+def unchanged_fraction(model: TinyLM, reference: TinyLM | torch.Tensor, world: World,
+                       examples: Sequence[Example]) -> float:
+    """Fraction of prompts whose arg-max next token is the same under ``model`` and ``reference``
+    (a model, or its :func:`argmax_tokens` on ``examples``, computed once)."""
+    a = argmax_tokens(model, world, examples)
+    b = reference if isinstance(reference, torch.Tensor) else argmax_tokens(reference, world, examples)
+    return float((a == b.to(a.device)).float().mean())
+
+
+def locality_examples(split: EditSplit) -> list[Example]:
+    """The locality prompts of a split: other persons' edited relation, then the edited persons'
+    other relations."""
+    return list(split.locality_other) + list(split.locality_same)
+
+
+def edit_metrics(model: TinyLM, reference: TinyLM | torch.Tensor, world: World, split: EditSplit) -> dict[str, float]:
     """``success``, ``generalization``, ``locality_gt`` (paper), ``locality`` (unchanged vs
-    ``reference``, other persons and same persons' other relations together)."""
-    loc = list(split.locality_other) + list(split.locality_same)
+    ``reference``, a model or its :func:`argmax_tokens` on :func:`locality_examples`)."""
+    loc = locality_examples(split)
     return {"success": next_token_accuracy(model, world.vocab, edit_examples(split.edits, EDIT_TEMPLATE)),
             "generalization": next_token_accuracy(model, world.vocab,
                                                   edit_examples(split.edits, PARAPHRASE_TEMPLATE)),
