@@ -1,7 +1,7 @@
-"""Knowledge editors for a :class:`~iclr25.lm.TinyLM`: ROME, MEMIT and constrained fine-tuning.
+"""Knowledge editors for a :class:`~iclr25.lm.model.TinyLM`: ROME, MEMIT and constrained fine-tuning.
 
 All three act on the second MLP matrix ``W_out`` (d, d_ff) of a block, whose input is the *key*
-``k = GELU(W_in LN(x) + b_in)`` (d_ff,) of :func:`iclr25.lm.mlp_keys`:
+``k = GELU(W_in LN(x) + b_in)`` (d_ff,) of :func:`iclr25.lm.hooks.mlp_keys`:
 
 * :func:`rank_one_edit`: ROME's closed form, ``W' = W + (v - W k)(C^{-1} k)^T / ((C^{-1} k)^T k)``,
   the minimiser of ``||(W' - W) K||_F`` over all matrices with ``W' k = v`` when

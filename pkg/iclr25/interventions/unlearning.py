@@ -1,4 +1,4 @@
-"""Unlearners for a :class:`~iclr25.lm.TinyLM`: gradient ascent, gradient difference and RMU.
+"""Unlearners for a :class:`~iclr25.lm.model.TinyLM`: gradient ascent, gradient difference and RMU.
 
 * :func:`gradient_ascent` (GA): maximise the next-token NLL of the *forget* text;
 * :func:`gradient_difference` (GD): GA plus ``retain_weight`` times the NLL of *retain* text;
@@ -28,7 +28,7 @@ Words = Sequence[str]
 
 
 def text_batch(vocab: Vocab, texts: Sequence[Words]) -> SeqBatch:
-    """Plain texts as a :class:`~iclr25.lm.SeqBatch` whose mask covers every token after ``<bos>``."""
+    """Plain texts as a :class:`~iclr25.lm.data.SeqBatch` whose mask covers every token after ``<bos>``."""
     return encode_pairs(vocab, [()] * len(texts), texts)
 
 
@@ -93,9 +93,10 @@ def rmu_direction(d: int, seed: int, device: torch.device | str = "cpu") -> Tens
 
 def rmu(model: TinyLM, forget: SeqBatch, retain: SeqBatch, *, layer: int, coeff: float, alpha: float,
         steps: int, lr: float, seed: int = 0) -> list[float]:
-    """RMU (in place): minimise ``mean_{tokens}||h_l(x_f) - coeff u||^2 + alpha
-    mean_{tokens}||h_l(x_r) - h_l^{frozen}(x_r)||^2`` (means over masked tokens and dimensions)
-    over the MLP ``W_out`` of blocks ``0..layer``. Returns the losses."""
+    """RMU (in place): minimise ``mean ||h_l(x_f) - coeff u||^2``
+    ``+ alpha mean ||h_l(x_r) - h_l^frozen(x_r)||^2`` (means over masked tokens and dimensions,
+    ``h_l`` the output of block ``layer``) over the MLP ``W_out`` of blocks ``0..layer``.
+    Returns the losses."""
     dev = model_device(model)
     f, r = forget.to(dev), retain.to(dev)
     frozen = copy.deepcopy(model).eval()
