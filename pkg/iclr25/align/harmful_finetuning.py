@@ -14,7 +14,6 @@ same toxins, the same alignment batches and the same attack data (paired compari
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -247,19 +246,3 @@ def evaluate(model: TinyLM, world: World, data: HFTData, split: str = "eval") ->
     out["h"] = harmful_loss(model, data.attack_probe.to(next(model.parameters()).device))
     return out
 
-
-def run_method(base: TinyLM, world: World, data: HFTData, method: str, hp: dict[str, float] | None,
-               ps: Sequence[float], align_cfg: AlignConfig, attack_cfg: AttackConfig, *,
-               split: str = "eval", hs_every: int = 0) -> dict[str, Any]:
-    """Align a copy of ``base`` with ``method``, evaluate it (``pre``), then attack a copy of the
-    aligned model at every poison ratio in ``ps`` and evaluate each (``post[p]``, with the
-    attack's ``trace``). ``align``: the alignment trace."""
-    model = copy.deepcopy(base)
-    trace = align(model, data, method, hp, align_cfg)
-    aligned = copy.deepcopy(model.state_dict())
-    out: dict[str, Any] = {"align": trace, "pre": evaluate(model, world, data, split), "post": {}}
-    for p in ps:
-        model.load_state_dict(aligned)
-        tr = attack(model, world, data, p, attack_cfg, hs_every=hs_every, hs_toxins=data.toxins[split])
-        out["post"][p] = {**evaluate(model, world, data, split), "trace": tr}
-    return out

@@ -43,6 +43,8 @@ P_TUNE = 0.2
 PRE_HS_MAX = 0.05
 #: ... and its fine-tune accuracy after the attack is at most this below SFT's
 FA_SLACK = 0.03
+#: Booster's (and the random control's) lambda grid
+LAMBDAS = (0.03, 0.1, 0.3)
 #: the frozen stage-1 and stage-2 settings (attack calibrated on SFT alone, see the chapter)
 ALIGN = AlignConfig(steps=100)
 ATTACK = AttackConfig(lr=5e-5, epochs=2, n=200, batch=10)
@@ -57,11 +59,14 @@ def attack_step_norm(cfg: AttackConfig = ATTACK, n_params: int = 278_304) -> flo
 
 def grids(a: float | None = None) -> dict[str, list[dict[str, float]]]:
     """Nine hyperparameter points per method. Booster and its random-direction control:
-    ``lam`` in {1, 5, 20} x ``alpha`` in {0.5, 1, 2} * ``a``, ``a`` twice :func:`attack_step_norm`;
+    ``lam`` in {0.03, 0.1, 0.3} x ``alpha`` in {0.5, 1, 2} * ``a``, ``a`` twice :func:`attack_step_norm`
+    (``lam`` a decade below the paper's 5: the base model has memorised the harmful answers, so
+    ``||grad h||`` and with it the penalty grow ~10^4-fold along the way to refusals, and on the
+    paper's {1, 5, 20} no grid point aligned);
     the level control (clipped ascent): ``gamma`` x ``cap``; Vaccine: nine ``rho``;
     RepNoise-style: ``alpha`` x ``beta``."""
     a = 2 * attack_step_norm() if a is None else a
-    lam_alpha = [{"lam": lam, "alpha": round(m * a, 6)} for lam in (1.0, 5.0, 20.0) for m in (0.5, 1.0, 2.0)]
+    lam_alpha = [{"lam": lam, "alpha": round(m * a, 6)} for lam in LAMBDAS for m in (0.5, 1.0, 2.0)]
     return {
         "sft": [{}],
         "booster": lam_alpha,

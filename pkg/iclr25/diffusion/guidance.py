@@ -43,12 +43,23 @@ def energy_and_gradient(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: En
     return eps.detach(), e.detach(), g
 
 
+def smoothed(g: torch.Tensor, width: int) -> torch.Tensor:
+    """``g`` ``(B, C, H, W)`` averaged over ``width x width`` windows (odd ``width``, borders averaged
+    over the pixels inside): a low-passed gradient moves colours of regions rather than single pixels.
+    ``width = 1`` returns ``g``."""
+    if width <= 1:
+        return g
+    return torch.nn.functional.avg_pool2d(g, width, 1, width // 2, count_include_pad=False)
+
+
 def energy_guided_eps(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: Energy,
                       names: Sequence[str], scale: torch.Tensor | float,
-                      floor: float = 1e-3) -> tuple[torch.Tensor, torch.Tensor]:
+                      floor: float = 1e-3, smooth: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """The guided noise prediction ``eps_tilde = eps_theta(x_t, t) + scale * g_hat`` with ``g_hat``
-    the per-sample :func:`normalised` gradient of ``energy`` (``scale`` a number or ``(B,)``).
+    the per-sample :func:`normalised` gradient of ``energy`` (``scale`` a number or ``(B,)``), first
+    low-passed by :func:`smoothed` with window ``smooth``.
     Returns ``eps_tilde`` ``(B, C, H, W)`` and the energies ``(B,)`` at ``x_t``."""
     eps, e, g = energy_and_gradient(unet, x_t, t, energy, names)
+    g = smoothed(g, smooth)
     scale = torch.as_tensor(scale, dtype=x_t.dtype, device=x_t.device)
     return eps + scale.reshape(-1, *([1] * (x_t.dim() - 1))) * normalised(g, floor), e

@@ -153,3 +153,11 @@ def global_style_energy(f_out: torch.Tensor, f_ref: torch.Tensor, eps: float = 1
     dm = (f_out.mean(1) - f_ref.mean(1)).pow(2) / scale
     ds = (f_out.std(1) - f_ref.std(1)).pow(2) / scale
     return (dm + ds).mean(1)
+
+
+def colour_style_energy(c_out: torch.Tensor, c_ref: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """The colour level of style feature guidance (our addition), ``E_col = (1/N) sum_i ||c_o_i -
+    c_r_m(i)||^2`` ``(B,)``: the predicted clean image's mean colour ``c_o_i`` on token ``i`` pulled
+    towards the reference's colour at its semantic partner ``m(i)``, the image itself taken as the
+    finest "feature" level. ``c_out`` ``(B, N, 3)``, ``c_ref`` ``(B, M, 3)``, ``idx`` ``(B, N)``."""
+    return (c_out - gather_tokens(c_ref, idx)).pow(2).sum(-1).mean(1)

@@ -30,8 +30,8 @@ from iclr25.diffusion.attention import AttentionRecorder, KVInjection, reset_att
 from iclr25.diffusion.features import FeatureHook, to_tokens
 from iclr25.diffusion.guidance import energy_guided_eps
 from iclr25.diffusion.inversion import alpha_bar, sample_with_noises, unet_eps
-from iclr25.diffusion.semantix import (global_style_energy, joint_features, semantic_distance_energy,
-                                       spatial_energy, style_energy)
+from iclr25.diffusion.semantix import (colour_style_energy, global_style_energy, joint_features,
+                                       semantic_distance_energy, spatial_energy, style_energy)
 
 FeatureSet = list[torch.Tensor]
 """Per-layer tokens ``[(B, N, C_l)]`` at a common resolution."""
@@ -80,18 +80,23 @@ def alpha_bar_train(t: int) -> torch.Tensor:
 class EnergyWeights:
     """Per-sample weights ``(B,)`` of the energy terms (:func:`transfer_energy`): ``style``
     (Semantix's style feature guidance), ``spatial`` (spatial feature guidance), ``semantic``
-    (semantic-distance regulariser) and ``global_style`` (the global feature-statistics baseline)."""
+    (semantic-distance regulariser), ``global_style`` (the global feature-statistics baseline),
+    ``colour`` (the colour level of style guidance, :func:`~iclr25.diffusion.semantix.colour_style_energy`)
+    and ``global_colour`` (its global counterpart: the colour statistics of the whole image)."""
 
     style: torch.Tensor
     spatial: torch.Tensor
     semantic: torch.Tensor
     global_style: torch.Tensor
+    colour: torch.Tensor
+    global_colour: torch.Tensor
 
     @staticmethod
     def stack(rows: Sequence[dict], device: torch.device | str = "cpu") -> "EnergyWeights":
         """Weights from one dict per sample (missing keys are 0)."""
         col = lambda k: torch.tensor([float(r.get(k, 0.0)) for r in rows], device=device)  # noqa: E731
-        return EnergyWeights(col("style"), col("spatial"), col("semantic"), col("global_style"))
+        return EnergyWeights(col("style"), col("spatial"), col("semantic"), col("global_style"), col("colour"),
+                             col("global_colour"))
 
 
 def transfer_energy(f_out: FeatureSet, f_ctx: FeatureSet, f_ref: FeatureSet, idx: torch.Tensor,
@@ -115,6 +120,37 @@ def transfer_energy(f_out: FeatureSet, f_ctx: FeatureSet, f_ref: FeatureSet, idx
     return total / len(f_out)
 
 
+def colour_energy(c_out: torch.Tensor, c_ref: torch.Tensor, idx: torch.Tensor, w: EnergyWeights) -> torch.Tensor:
+    """The colour terms ``w_col E_col(c_o, c_r, m) + w_gcol E_glob(c_o, c_r)`` ``(B,)`` of token colours
+    ``c_out`` ``(B, N, 3)`` and ``c_ref`` ``(B, M, 3)`` (:func:`token_colours`); terms with zero weight
+    everywhere are skipped."""
+    total = torch.zeros(idx.shape[0], device=idx.device)
+    if w.colour.any():
+        total = total + w.colour * colour_style_energy(c_out, c_ref, idx)
+    if w.global_colour.any():
+        total = total + w.global_colour * global_style_energy(c_out, c_ref)
+    return total
+
+
+def token_colours(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Mean colour of each of ``size x size`` blocks of images ``x`` ``(B, C, H, W)``, as tokens
+    ``(B, size^2, C)`` (row-major, like :func:`~iclr25.diffusion.features.to_tokens`)."""
+    return torch.nn.functional.adaptive_avg_pool2d(x, size).flatten(2).transpose(1, 2)
+
+
+@torch.no_grad()
+def trajectory_colours(unet: UNet2DModel, sched: DDIMScheduler, xs: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """The :func:`token_colours` ``(B, size^2, C)`` of the predicted clean image
+    ``x0_hat = (x_t - sqrt(1 - abar_t) eps_theta(x_t, t)) / sqrt(abar_t)`` at every point ``xs[i]`` of a
+    trajectory ``(S + 1, B, C, H, W)`` but the last (the colour counterpart of :func:`trajectory_features`)."""
+    out = []
+    for i, t in enumerate(sched.timesteps):
+        a = float(alpha_bar(sched, int(t)))
+        x0 = (xs[i] - (1 - a) ** 0.5 * unet(xs[i], int(t)).sample) / a ** 0.5
+        out.append(token_colours(x0, size))
+    return out
+
+
 def x0_scale(sched: DDIMScheduler, t: int) -> float:
     """``sqrt(abar_t / (1 - abar_t))``: adding ``c * x0_scale(t) * d`` to the noise prediction moves the
     predicted clean image ``x0_hat = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t)`` by ``-c d``, the
@@ -125,31 +161,43 @@ def x0_scale(sched: DDIMScheduler, t: int) -> float:
 
 def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tensor, zs_ctx: torch.Tensor,
                     ctx_feats: list[FeatureSet], ref_feats: list[FeatureSet], idx: torch.Tensor,
-                    weights: EnergyWeights, eta: torch.Tensor, guide_steps: int, names: Sequence[str],
-                    size: int, progress: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                    weights: EnergyWeights, eta: torch.Tensor, guide_from: int, names: Sequence[str],
+                    size: int, ref_colours: list[torch.Tensor] | None = None, smooth: int = 1,
+                    progress: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Energy-guided re-sampling of inverted contexts (the Semantix sampler).
 
-    From ``xs_ctx[0]`` (the context's inverted start, ``(B, C, H, W)``), each of the first
-    ``guide_steps`` steps uses the guided noise prediction
-    ``eps + eta_b * x0_scale(t) * normalised(grad E_b)`` (so the predicted clean image moves by
-    ``eta_b`` RMS per step, :func:`x0_scale`) (:func:`~iclr25.diffusion.guidance.energy_guided_eps`) with
-    ``E`` the :func:`transfer_energy` of the output's features against the context's and reference's
-    features *at the same step* (``ctx_feats[i]``, ``ref_feats[i]``, from their inverted
-    trajectories); later steps are plain. Every step uses the context's noise map ``zs_ctx[i]``, so
-    ``eta = 0`` returns the context. Returns the outputs ``(B, C, H, W)`` and the energies of the
-    guided steps ``(guide_steps, B)``."""
+    From ``xs_ctx[0]`` (the context's inverted start, ``(B, C, H, W)``), the first ``guide_from`` steps
+    are plain and every later step (the low-noise end, where edits survive) uses the guided noise
+    prediction ``eps + eta_b * x0_scale(t) * normalised(smoothed(grad E_b))`` (so the predicted clean
+    image moves by ``eta_b`` RMS per step, :func:`x0_scale`;
+    :func:`~iclr25.diffusion.guidance.energy_guided_eps`) with ``E`` the :func:`transfer_energy` of the
+    output's features against the context's and reference's features *at the same step*
+    (``ctx_feats[i]``, ``ref_feats[i]``, from their inverted trajectories), plus the :func:`colour_energy`
+    of the output's predicted clean image ``x0_hat`` against the reference's at the same step,
+    ``ref_colours[i]`` ``(B, M, 3)`` (:func:`trajectory_colours`; needed when a colour weight is non-zero). Every step uses the context's noise map ``zs_ctx[i]``, so ``eta = 0`` returns
+    the context. Returns the outputs ``(B, C, H, W)`` and the energies of the guided steps
+    ``(S - guide_from, B)``."""
     energies = []
+    colour = bool(weights.colour.any() or weights.global_colour.any())
+    hooked = list(names) + (["conv_out"] if colour else [])
 
-    def energy_at(i):
-        return lambda feats, x: transfer_energy(layer_tokens(feats, names, size), ctx_feats[i], ref_feats[i],
-                                                idx, weights)
+    def energy_at(i, t):
+        a = float(alpha_bar(sched, t))
+
+        def energy(feats, x):
+            e = transfer_energy(layer_tokens(feats, names, size), ctx_feats[i], ref_feats[i], idx, weights)
+            if colour:   # x0_hat from the noise prediction (the U-Net's last layer, conv_out)
+                x0 = (x - (1 - a) ** 0.5 * feats["conv_out"]) / a ** 0.5
+                e = e + colour_energy(token_colours(x0, size), ref_colours[i], idx, weights)
+            return e
+        return energy
 
     plain = unet_eps(unet)
 
     def eps_fn(x, t, i):
-        if i >= guide_steps:
+        if i < guide_from:
             return plain(x, t, i)
-        eps, e = energy_guided_eps(unet, x, t, energy_at(i), names, eta * x0_scale(sched, t))
+        eps, e = energy_guided_eps(unet, x, t, energy_at(i, t), hooked, eta * x0_scale(sched, t), smooth=smooth)
         energies.append(e)
         return eps
 

@@ -255,8 +255,7 @@ def pretrain_on(cfg: TinyLMConfig, ids: torch.Tensor, steps: int, *, lr: float, 
     n = ids.shape[0]
     epochs = -(-steps * batch_size // n)
     order = torch.as_tensor(np.concatenate([rng.permutation(n) for _ in range(epochs)]))
-    weights = torch.ones(batch_size, ids.shape[1])
-    weights[:, 0] = 0.0
+    weights = torch.ones(batch_size, ids.shape[1])   # every predicted token counts (column 0 is never predicted)
 
     def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
         return ids[order[step * batch_size:(step + 1) * batch_size]], weights

