@@ -12,6 +12,7 @@ A label is an int: 1 if ``y1`` is preferred, 0 if ``y2`` is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -51,6 +52,33 @@ def dpo_grad_weight(policy_chosen_logps: torch.Tensor, policy_rejected_logps: to
 def implicit_reward(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
     """``beta * (log pi(y|x) - log pi_ref(y|x))``, any shape (elementwise)."""
     return beta * (policy_logps - ref_logps)
+
+
+def fit_tabular_dpo(P: np.ndarray, beta: float, *, rounds: int = 5) -> np.ndarray:
+    """Population DPO on a tabular policy ``pi = softmax(theta)`` over K responses of one prompt,
+    uniform reference: minimise ``sum_{i != j} P[i, j] * dpo_loss(i preferred to j)`` with
+    ``P[i, j]`` the probability that a label says ``i > j`` (diagonal ignored); LBFGS in float64.
+    Returns the centred logits ``theta - mean(theta)`` (K,). The loss is strictly convex in the
+    logit differences when every ``0 < P[i, j] < 1``, so the minimiser is unique up to a shift."""
+    k = len(P)
+    theta = torch.zeros(k, dtype=torch.float64, requires_grad=True)
+    ref = torch.full((k,), -float(np.log(k)), dtype=torch.float64)
+    pt = torch.as_tensor(np.asarray(P, dtype=np.float64))
+    ii, jj = np.where(~np.eye(k, dtype=bool))
+    opt = torch.optim.LBFGS([theta], lr=1, max_iter=500, tolerance_grad=1e-13, tolerance_change=1e-15,
+                            line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        lp = torch.log_softmax(theta, 0)
+        loss = (pt[ii, jj] * dpo_loss(lp[ii], lp[jj], ref[ii], ref[jj], beta)).sum()
+        loss.backward()
+        return loss
+
+    for _ in range(rounds):
+        opt.step(closure)
+    t = theta.detach().numpy()
+    return t - t.mean()
 
 
 def pair_examples(pairs: Sequence[PreferencePair]) -> list[Example]:
@@ -146,6 +174,41 @@ def sft_on_pairs(model: TinyLM, vocab: Vocab, pairs: Sequence[PreferencePair], s
         return b.ids, b.mask
 
     return train_lm(model, batch_fn, steps, lr=lr, warmup=max(1, steps // 10), weight_decay=0.0, device=device)
+
+
+@dataclass
+class Reference:
+    """A frozen reference policy and its :func:`pair_logps` on the labelled (N_l, 2) and the
+    unlabelled (N_u, 2) pairs of a split."""
+
+    model: TinyLM
+    labeled_logps: torch.Tensor
+    unlabeled_logps: torch.Tensor
+
+
+def make_reference(model: TinyLM, vocab: Vocab, labeled: Sequence[PreferencePair],
+                   unlabeled: Sequence[PreferencePair], *, steps: int, seed: int = 0, lr: float = 1e-3,
+                   device: torch.device | str = "cpu") -> Reference:
+    """SFT ``model`` in place (:func:`sft_on_pairs` on the responses of both sets; labels are not
+    used) and score both sets once."""
+    sft_on_pairs(model, vocab, list(labeled) + list(unlabeled), steps, seed=seed, lr=lr, device=device)
+    return Reference(model, pair_logps(model, vocab, labeled), pair_logps(model, vocab, unlabeled))
+
+
+def weak_teacher_labels(ref: Reference, vocab: Vocab, labeled: Sequence[PreferencePair], labels: np.ndarray,
+                        unlabeled: Sequence[PreferencePair], *, beta: float, epochs: float, lr: float,
+                        seed: int = 0, device: torch.device | str = "cpu") -> tuple[np.ndarray, TinyLM]:
+    """The weak-feedback pipeline's first two stages: DPO a copy of the reference on the
+    labelled pairs with ``labels`` (the human labels of D_l), then label the unlabelled pairs by the
+    implicit reward against the same reference. Returns (labels on D_u (N_u,), the teacher)."""
+    import copy
+
+    teacher = copy.deepcopy(ref.model)
+    train_dpo(teacher, vocab, labeled, labels, ref.labeled_logps, beta=beta, epochs=epochs, lr=lr, seed=seed,
+              device=device)
+    out = teacher_labels(teacher, ref.model, vocab, unlabeled, beta=beta, ref_logps=ref.unlabeled_logps,
+                         rng=np.random.default_rng([seed, 99]))
+    return out, teacher
 
 
 # ------------------------------------------------------------------------------- annotators
