@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.align.dpo import (calibrate_eps, dpo_grad_weight, dpo_loss, dpo_margin, expected_accuracy,
+from iclr25.align.dpo import (calibrate_eps, fit_tabular_dpo, dpo_grad_weight, dpo_loss, dpo_margin, expected_accuracy,
                               human_labels, implicit_reward, label_accuracy, noisy_preference_prob,
                               pair_logps, rewards_to_labels, sft_on_pairs, systematic_labels,
                               systematic_reward, teacher_labels, train_dpo)
@@ -81,30 +81,6 @@ def _examples(pairs, first):
     return [Example(p.prompt, p.y1 if first else p.y2) for p in pairs]
 
 
-def _fit_tabular(P: np.ndarray, beta: float) -> np.ndarray:
-    """Minimise the population DPO loss sum_{i != j} P_ij * loss(i > j) over tabular logits theta
-    (uniform reference), LBFGS in float64; returns theta - mean."""
-    k = len(P)
-    theta = torch.zeros(k, dtype=torch.float64, requires_grad=True)
-    ref = torch.full((k,), -np.log(k), dtype=torch.float64)
-    Pt = torch.as_tensor(P)
-    ii, jj = np.where(~np.eye(k, dtype=bool))
-    opt = torch.optim.LBFGS([theta], lr=1, max_iter=500, tolerance_grad=1e-13, tolerance_change=1e-15,
-                            line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad()
-        lp = torch.log_softmax(theta, 0)
-        loss = (Pt[ii, jj] * dpo_loss(lp[ii], lp[jj], ref[ii], ref[jj], beta)).sum()
-        loss.backward()
-        return loss
-
-    for _ in range(5):
-        opt.step(closure)
-    t = theta.detach().numpy()
-    return t - t.mean()
-
-
 R = np.array([1.0, -0.5, 2.0, 0.3, -1.2, 0.8])
 
 
@@ -112,7 +88,7 @@ R = np.array([1.0, -0.5, 2.0, 0.3, -1.2, 0.8])
 def test_dpo_recovers_bradley_terry_reward(beta):
     P = 1 / (1 + np.exp(-(R[:, None] - R[None, :])))
     np.fill_diagonal(P, 0)
-    theta = _fit_tabular(P, beta)
+    theta = fit_tabular_dpo(P, beta)
     err = np.abs(beta * (theta[:, None] - theta[None, :]) - (R[:, None] - R[None, :])).max()
     assert err < 1e-4
     # the implicit reward of the fitted policy recovers the reward differences
@@ -125,12 +101,12 @@ def test_dpo_recovers_bradley_terry_reward(beta):
 def test_noisy_labels_shrink_but_keep_the_order(eps):
     # K = 2: closed form beta * d theta = logit((1 - eps) sigmoid(dr) + eps / 2)
     p12 = float(noisy_preference_prob(np.array([1.5]), eps, 1.0)[0])
-    theta = _fit_tabular(np.array([[0, p12], [1 - p12, 0]]), 0.5)
+    theta = fit_tabular_dpo(np.array([[0, p12], [1 - p12, 0]]), 0.5)
     assert abs(0.5 * (theta[0] - theta[1]) - np.log(p12 / (1 - p12))) < 1e-4
     # K = 6: the fitted teacher ranks every pair as the gold reward does
     P = noisy_preference_prob(R[:, None] - R[None, :], eps, 1.0)
     np.fill_diagonal(P, 0)
-    theta = _fit_tabular(P, 0.1)
+    theta = fit_tabular_dpo(P, 0.1)
     assert (np.argsort(theta) == np.argsort(R)).all()
 
 
@@ -207,3 +183,29 @@ def test_train_dpo_starts_at_zero_margin_and_learns(tiny):
     lp = pair_logps(pol, world.vocab, pairs)
     m = dpo_margin(lp[:, 0], lp[:, 1], rl[:, 0], rl[:, 1], 0.5) * torch.as_tensor(2 * gold - 1)
     assert float(m.mean()) > 0.5
+
+
+def test_policy_gold_reward_is_paired_and_exact(tiny):
+    from iclr25.align.dpo import policy_gold_reward
+    from iclr25.lm import generate_responses
+
+    model, world, split = tiny
+    prompts = split.eval_prompts
+    g1, s1 = policy_gold_reward(model, world, prompts, samples=2, seed=5)
+    g2, s2 = policy_gold_reward(model, world, prompts, samples=2, seed=5)
+    assert (g1 == g2).all() and (s1 == s2).all()      # same random numbers: paired comparisons
+    greedy = [gold_reward(world, p, y) for p, y in zip(prompts, generate_responses(model, world.vocab, prompts))]
+    assert np.allclose(g1, greedy)
+
+
+def test_weak_teacher_pipeline_consistent(tiny):
+    from iclr25.align.dpo import make_reference, weak_teacher_labels
+
+    model, world, split = tiny
+    L, U = split.labeled, split.unlabeled
+    ref = make_reference(copy.deepcopy(model), world.vocab, L, U, steps=3)
+    assert torch.allclose(ref.unlabeled_logps, pair_logps(ref.model, world.vocab, U))
+    gold = np.array([p.gold_label for p in L])
+    lab, teacher = weak_teacher_labels(ref, world.vocab, L, gold, U, beta=0.1, epochs=2, lr=2e-3)
+    # the labels are the implicit-reward comparison against the teacher's own reference
+    assert (lab == teacher_labels(teacher, ref.model, world.vocab, U, beta=1.0)).all()

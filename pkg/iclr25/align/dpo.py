@@ -211,6 +211,23 @@ def weak_teacher_labels(ref: Reference, vocab: Vocab, labeled: Sequence[Preferen
     return out, teacher
 
 
+def policy_gold_reward(model: TinyLM, world: World, prompts: Sequence[Sequence[str]], *, samples: int = 4,
+                       temperature: float = 1.0, seed: int = 0, max_new: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """Gold reward of a policy's answers: (greedy (P,), mean over ``samples`` sampled answers at
+    ``temperature`` (P,)). Samples are drawn from a CPU generator seeded by ``seed``, so every
+    policy evaluated with the same seed sees the same random numbers (paired comparisons)."""
+    from iclr25.lm import generate_responses, gold_reward
+
+    prompts = [tuple(p) for p in prompts]
+    greedy = np.array([gold_reward(world, p, y) for p, y in
+                       zip(prompts, generate_responses(model, world.vocab, prompts, max_new=max_new))])
+    g = torch.Generator().manual_seed(seed)
+    rep = prompts * samples
+    ys = generate_responses(model, world.vocab, rep, max_new=max_new, temperature=temperature, generator=g)
+    sampled = np.array([gold_reward(world, p, y) for p, y in zip(rep, ys)]).reshape(samples, len(prompts))
+    return greedy, sampled.mean(0)
+
+
 # ------------------------------------------------------------------------------- annotators
 
 
