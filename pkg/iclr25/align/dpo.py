@@ -12,6 +12,7 @@ A label is an int: 1 if ``y1`` is preferred, 0 if ``y2`` is.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -201,8 +202,6 @@ def weak_teacher_labels(ref: Reference, vocab: Vocab, labeled: Sequence[Preferen
     """The weak-feedback pipeline's first two stages: DPO a copy of the reference on the
     labelled pairs with ``labels`` (the human labels of D_l), then label the unlabelled pairs by the
     implicit reward against the same reference. Returns (labels on D_u (N_u,), the teacher)."""
-    import copy
-
     teacher = copy.deepcopy(ref.model)
     train_dpo(teacher, vocab, labeled, labels, ref.labeled_logps, beta=beta, epochs=epochs, lr=lr, seed=seed,
               device=device)
@@ -273,7 +272,8 @@ def calibrate_eps(pairs: Sequence[PreferencePair], target: float, *, tau: float 
 def systematic_reward(world: World, pair_or_prompt: PreferencePair | Sequence[str],
                       response: Sequence[str] | None = None, *, comply: float = 1.0) -> float:
     """A *systematically* biased annotator's score of a response (deterministic, so the same
-    response is always judged alike; no coin flips a teacher could average out):
+    response is always judged alike; only exact ties of this score are broken by a coin, in
+    :func:`systematic_labels`):
 
     * ``F``: confidence over correctness: any answer that states facts beats a refusal or
       ``i do not know``; between answers, the number of true facts decides;
