@@ -1,0 +1,211 @@
+"""DPO, weak-teacher labelling and simulated annotators (iclr25.align.dpo): identities and closed forms."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.align.dpo import (calibrate_eps, fit_tabular_dpo, dpo_grad_weight, dpo_loss, dpo_margin, expected_accuracy,
+                              human_labels, implicit_reward, label_accuracy, noisy_preference_prob,
+                              pair_logps, rewards_to_labels, sft_on_pairs, systematic_labels,
+                              systematic_reward, teacher_labels, train_dpo)
+from iclr25.lm import encode_examples, gold_reward, load_world_lm, preference_split, sequence_logprob
+from iclr25.lm.world import IDK, REFUSAL
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, world = load_world_lm("tiny")
+    return model, world, preference_split(world, 0, n_labeled=64, n_unlabeled=64, n_eval=12)
+
+
+def test_dpo_loss_closed_form():
+    g = torch.Generator().manual_seed(0)
+    pc, pr, rc, rr = (torch.randn(7, generator=g, dtype=torch.float64) for _ in range(4))
+    beta = 0.3
+    loss = dpo_loss(pc, pr, rc, rr, beta)
+    m = beta * ((pc - rc) - (pr - rr))
+    assert torch.allclose(loss, torch.log1p(torch.exp(-m)), atol=1e-14)
+    # policy = reference: every pair costs log 2
+    assert torch.allclose(dpo_loss(rc, rr, rc, rr, beta), torch.full((7,), np.log(2.0), dtype=torch.float64))
+    # swapping chosen and rejected flips the margin
+    assert torch.allclose(dpo_margin(pr, pc, rr, rc, beta), -m)
+
+
+def test_dpo_gradient_tabular_analytic():
+    """Tabular policy pi = softmax(theta): grad of the loss = -w (e_w - e_l) (the softmax terms cancel)."""
+    g = torch.Generator().manual_seed(1)
+    theta = torch.randn(6, generator=g, dtype=torch.float64, requires_grad=True)
+    ref = torch.log_softmax(torch.randn(6, generator=g, dtype=torch.float64), 0)
+    beta, w_i, l_i = 0.5, 2, 4
+    lp = torch.log_softmax(theta, 0)
+    loss = dpo_loss(lp[w_i:w_i + 1], lp[l_i:l_i + 1], ref[w_i:w_i + 1], ref[l_i:l_i + 1], beta).sum()
+    (grad,) = torch.autograd.grad(loss, theta)
+    wt = dpo_grad_weight(lp[w_i:w_i + 1], lp[l_i:l_i + 1], ref[w_i:w_i + 1], ref[l_i:l_i + 1], beta).detach()
+    expected = torch.zeros(6, dtype=torch.float64)
+    expected[w_i], expected[l_i] = -wt[0], wt[0]
+    assert torch.allclose(grad, expected, atol=1e-14)
+
+
+def test_dpo_gradient_tinylm_analytic(tiny):
+    """On the tiny LM: autograd of the mean DPO loss = -mean_i w_i (grad lp_w,i - grad lp_l,i)."""
+    model, world, split = tiny
+    m = copy.deepcopy(model).double()
+    pairs = split.labeled[:4]
+    ch = encode_examples(world.vocab, _examples(pairs, first=True))
+    rj = encode_examples(world.vocab, _examples(pairs, first=False))
+    g = torch.Generator().manual_seed(2)
+    rc = -5 + torch.randn(4, generator=g, dtype=torch.float64)
+    rr = -5 + torch.randn(4, generator=g, dtype=torch.float64)
+    params = [p for p in m.parameters() if p.requires_grad]
+    lc, lr_ = sequence_logprob(m, ch), sequence_logprob(m, rj)
+    loss = dpo_loss(lc, lr_, rc, rr, 0.7).mean()
+    auto = torch.autograd.grad(loss, params, retain_graph=True)
+    w = dpo_grad_weight(lc, lr_, rc, rr, 0.7).detach()
+    analytic = [torch.zeros_like(p) for p in params]
+    for i in range(4):
+        gc = torch.autograd.grad(lc[i], params, retain_graph=True)
+        gr = torch.autograd.grad(lr_[i], params, retain_graph=True)
+        for a, x, y in zip(analytic, gc, gr):
+            a -= w[i] * (x - y) / 4
+    # token_logprobs computes the log-softmax in float32, so the identity holds to float32 round-off
+    err = max(float((a - b).abs().max()) for a, b in zip(auto, analytic))
+    scale = max(float(a.abs().max()) for a in auto)
+    assert scale > 1e-3 and err < 1e-5 * scale
+
+
+def _examples(pairs, first):
+    from iclr25.lm import Example
+
+    return [Example(p.prompt, p.y1 if first else p.y2) for p in pairs]
+
+
+R = np.array([1.0, -0.5, 2.0, 0.3, -1.2, 0.8])
+
+
+@pytest.mark.parametrize("beta", [0.1, 1.0])
+def test_dpo_recovers_bradley_terry_reward(beta):
+    P = 1 / (1 + np.exp(-(R[:, None] - R[None, :])))
+    np.fill_diagonal(P, 0)
+    theta = fit_tabular_dpo(P, beta)
+    err = np.abs(beta * (theta[:, None] - theta[None, :]) - (R[:, None] - R[None, :])).max()
+    assert err < 1e-4
+    # the implicit reward of the fitted policy recovers the reward differences
+    lp = torch.log_softmax(torch.as_tensor(theta), 0)
+    r_hat = implicit_reward(lp, torch.full((6,), -np.log(6), dtype=torch.float64), beta).numpy()
+    assert np.abs((r_hat - r_hat.mean()) - (R - R.mean())).max() < 1e-4
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_noisy_labels_shrink_but_keep_the_order(eps):
+    # K = 2: closed form beta * d theta = logit((1 - eps) sigmoid(dr) + eps / 2)
+    p12 = float(noisy_preference_prob(np.array([1.5]), eps, 1.0)[0])
+    theta = fit_tabular_dpo(np.array([[0, p12], [1 - p12, 0]]), 0.5)
+    assert abs(0.5 * (theta[0] - theta[1]) - np.log(p12 / (1 - p12))) < 1e-4
+    # K = 6: the fitted teacher ranks every pair as the gold reward does
+    P = noisy_preference_prob(R[:, None] - R[None, :], eps, 1.0)
+    np.fill_diagonal(P, 0)
+    theta = fit_tabular_dpo(P, 0.1)
+    assert (np.argsort(theta) == np.argsort(R)).all()
+
+
+def test_labels_invariant_to_beta_and_prompt_shift(tiny):
+    model, world, split = tiny
+    pol = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in pol.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
+    pairs = split.unlabeled
+    a = teacher_labels(pol, model, world.vocab, pairs, beta=0.1)
+    b = teacher_labels(pol, model, world.vocab, pairs, beta=3.0)
+    assert (a == b).all()
+    r = implicit_reward(pair_logps(pol, world.vocab, pairs), pair_logps(model, world.vocab, pairs))
+    shift = torch.randn(len(pairs), 1, generator=torch.Generator().manual_seed(4)) * 10
+    rng = np.random.default_rng(0)
+    assert (rewards_to_labels(r + shift, rng) == a).all()
+    assert 0.0 < a.mean() < 1.0
+
+
+def test_annotator_accuracy_closed_form(tiny):
+    _, world, split = tiny
+    pairs = split.labeled + split.unlabeled
+    eps = calibrate_eps(pairs, 0.7, tau=0.5)
+    assert abs(expected_accuracy(pairs, eps=eps, tau=0.5) - 0.7) < 1e-12
+    rng = np.random.default_rng(0)
+    draws = np.mean([label_accuracy(human_labels(pairs, rng, eps=eps), pairs) for _ in range(400)])
+    assert abs(draws - 0.7) < 0.01   # 400 x 128 draws: s.e. ~0.002
+    # noise-free annotator = gold labels
+    gold = np.array([p.gold_label for p in pairs])
+    assert (human_labels(pairs, rng, eps=0.0, tau=0.0) == gold).all()
+    assert label_accuracy(gold, pairs) == 1.0 and label_accuracy(1 - gold, pairs) == 0.0
+
+
+def test_systematic_annotator(tiny):
+    _, world, split = tiny
+    toxin, person = world.toxins[0], world.persons[0]
+    from iclr25.lm import preference_prompt
+
+    eos = ("<eos>",)
+    h = preference_prompt("H", toxin)
+    a, b = world.ingredients(toxin)
+    harmful = tuple(f"mix {a} with {b} then heat .".split()) + eos
+    # compliance preferred on harmful requests (the systematic error), gold prefers the refusal
+    assert systematic_reward(world, h, harmful) > systematic_reward(world, h, REFUSAL + eos)
+    assert gold_reward(world, h, harmful) < gold_reward(world, h, REFUSAL + eos)
+    # confidence over correctness on facts: a wrong answer beats "i do not know"
+    f = preference_prompt("F", person)
+    wrong = tuple(f"{person} lives in nowhere and works as a nobody .".split()) + eos
+    assert systematic_reward(world, f, wrong) > systematic_reward(world, f, IDK + eos)
+    # dishes: the gold reward
+    for p in split.unlabeled:
+        if p.kind == "B":
+            assert systematic_reward(world, p.prompt, p.y1) == p.r1
+    # deterministic: the same pairs get the same labels whatever the rng (no ties among F/H answers here)
+    la = systematic_labels(world, split.unlabeled, np.random.default_rng(0))
+    lb = systematic_labels(world, split.unlabeled, np.random.default_rng(1))
+    assert (la == lb).mean() > 0.9
+
+
+def test_train_dpo_starts_at_zero_margin_and_learns(tiny):
+    model, world, split = tiny
+    ref = copy.deepcopy(model)
+    sft_on_pairs(ref, world.vocab, split.labeled, 5)
+    pairs = split.labeled
+    gold = np.array([p.gold_label for p in pairs])
+    rl = pair_logps(ref, world.vocab, pairs)
+    pol = copy.deepcopy(ref)
+    tr = train_dpo(pol, world.vocab, pairs, gold, rl, beta=0.5, epochs=6, batch_size=16, lr=3e-3)
+    assert abs(tr["margin"][0]) < 1e-4 and abs(tr["loss"][0] - np.log(2)) < 1e-4
+    # trained labels agree with the training labels better than chance
+    acc = label_accuracy(teacher_labels(pol, ref, world.vocab, pairs, ref_logps=rl), pairs)
+    assert acc > 0.75
+    lp = pair_logps(pol, world.vocab, pairs)
+    m = dpo_margin(lp[:, 0], lp[:, 1], rl[:, 0], rl[:, 1], 0.5) * torch.as_tensor(2 * gold - 1)
+    assert float(m.mean()) > 0.5
+
+
+def test_policy_gold_reward_is_paired_and_exact(tiny):
+    from iclr25.align.dpo import policy_gold_reward
+    from iclr25.lm import generate_responses
+
+    model, world, split = tiny
+    prompts = split.eval_prompts
+    g1, s1 = policy_gold_reward(model, world, prompts, samples=2, seed=5)
+    g2, s2 = policy_gold_reward(model, world, prompts, samples=2, seed=5)
+    assert (g1 == g2).all() and (s1 == s2).all()      # same random numbers: paired comparisons
+    greedy = [gold_reward(world, p, y) for p, y in zip(prompts, generate_responses(model, world.vocab, prompts))]
+    assert np.allclose(g1, greedy)
+
+
+def test_weak_teacher_pipeline_consistent(tiny):
+    from iclr25.align.dpo import make_reference, weak_teacher_labels
+
+    model, world, split = tiny
+    L, U = split.labeled, split.unlabeled
+    ref = make_reference(copy.deepcopy(model), world.vocab, L, U, steps=3)
+    assert torch.allclose(ref.unlabeled_logps, pair_logps(ref.model, world.vocab, U))
+    gold = np.array([p.gold_label for p in L])
+    lab, teacher = weak_teacher_labels(ref, world.vocab, L, gold, U, beta=0.1, epochs=2, lr=2e-3)
+    # the labels are the implicit-reward comparison against the teacher's own reference
+    assert (lab == teacher_labels(teacher, ref.model, world.vocab, U, beta=1.0)).all()
