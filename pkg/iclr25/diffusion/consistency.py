@@ -12,6 +12,7 @@ teacher's sampler).
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from typing import Callable
 
@@ -38,6 +39,12 @@ def lcm_scheduler(num_steps: int | None = None) -> LCMScheduler:
     if num_steps is not None:
         s.set_timesteps(num_steps)
     return s
+
+
+@functools.lru_cache(maxsize=1)
+def _schedule() -> LCMScheduler:
+    """One shared :func:`lcm_scheduler` for its constants (``alphas_cumprod``, boundary scalings)."""
+    return lcm_scheduler()
 
 
 def ddim_scheduler(num_steps: int = 50) -> DDIMScheduler:
@@ -69,7 +76,7 @@ def null_tokens(batch: int, device: torch.device | str = "cpu") -> torch.Tensor:
 
 def alpha_bar(t: torch.Tensor, sched=None) -> torch.Tensor:
     """``alpha_bar_t`` of :data:`SCHEDULE` at integer timesteps ``t`` (any shape; ``t < 0`` gives 1)."""
-    ab = (sched or lcm_scheduler()).alphas_cumprod.to(t.device)
+    ab = (sched or _schedule()).alphas_cumprod.to(t.device)
     return torch.where(t < 0, torch.ones((), device=t.device), ab[t.clamp(min=0)])
 
 
@@ -92,7 +99,7 @@ def consistency_fn(unet: UNet2DConditionModel, x_t: torch.Tensor, t: torch.Tenso
                    tokens: torch.Tensor | None = None) -> torch.Tensor:
     """The LCM's consistency function ``f(x_t, t) = c_skip(t) x_t + c_out(t) x0_hat(x_t, t)`` with
     diffusers' boundary scalings (``c_skip(0) = 1``, ``c_out(0) = 0``, so ``f(x, 0) = x``); ``t`` ``(B,)``."""
-    c_skip, c_out = lcm_scheduler().get_scalings_for_boundary_condition_discrete(t.to(x_t.dtype))
+    c_skip, c_out = _schedule().get_scalings_for_boundary_condition_discrete(t.to(x_t.dtype))
     tok = null_tokens(x_t.shape[0], x_t.device) if tokens is None else tokens
     eps = unet(x_t, t.clamp(min=0), encoder_hidden_states=tok).sample
     return c_skip.view(-1, 1, 1, 1) * x_t + c_out.view(-1, 1, 1, 1) * predict_x0(eps, x_t, t)
