@@ -132,3 +132,20 @@ def test_pseudo_huber_is_zero_at_equality_and_linear_far_away() -> None:
     a = torch.zeros(10)
     assert pseudo_huber(a, a).item() == 0.0
     assert abs(pseudo_huber(a, a + 5.0).item() - 5.0) < 1e-3
+
+
+def test_diffusion_restore_starts_at_the_grid_timestep(unet) -> None:
+    """From ``t_start`` on the 50-step grid the sampler makes one call per grid step at or below it;
+    from noise it makes all 50."""
+    from iclr25.diffusion.restore import diffusion_restore
+
+    seen = []
+    h = unet.register_forward_pre_hook(lambda mod, args: seen.append(int(args[1].reshape(-1)[0])))
+    lq = torch.zeros(1, 1, 16, 16)
+    with torch.no_grad():
+        diffusion_restore(unet, None, lq, 50, t_start=259, generator=torch.Generator().manual_seed(0))
+        n_start = len(seen)
+        seen.clear()
+        diffusion_restore(unet, None, lq, 50, generator=torch.Generator().manual_seed(0))
+    h.remove()
+    assert n_start == 13 and len(seen) == 50 and seen[0] == 999 and seen[-1] == 19
