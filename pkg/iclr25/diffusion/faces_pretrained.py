@@ -1,0 +1,210 @@
+"""The committed tiny face models of the InterLCM chapter (``weights/faces-*.pt``).
+
+>>> models = load_face_models()     # teacher, LCM, restorers (eval mode) and their training logs
+
+Made by ``python -m iclr25.diffusion.faces_pretrained`` (deterministic on one CPU thread), in three
+stages, each model its own float16 file under 2 MB:
+
+1. ``faces-teacher.pt``: a :func:`~iclr25.diffusion.consistency.make_cond_unet` epsilon-predictor
+   trained on the LFW training faces (augmented) on the ``scaled_linear`` schedule;
+2. ``faces-lcm.pt``: its consistency distillation (:func:`~iclr25.diffusion.consistency.consistency_distill`);
+3. ``faces-<kind>.pt``: the trained restorers of the chapter, every one on the same degraded
+   training pairs and seed: InterLCM (``interlcm``: LQ as the state at ``t = 759``, 3 LCM steps), the
+   from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM steps from pure noise),
+   the DiffBIR-style diffusion restorer (``diffusion``: same encoders on the teacher, epsilon loss,
+   as many network passes) and a regression U-Net (``regression``, same losses and passes).
+
+Chapters never retrain silently: a missing file, or one made with another recipe, raises an error
+naming the script.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from iclr25.diffusion.consistency import consistency_distill, make_cond_unet, train_teacher
+from iclr25.diffusion.degrade import augment, degrade_batch, face_split, lfw_faces
+from iclr25.diffusion.restore import (PerceptualLoss, Restorer, eps_loss, interlcm_restore, regress,
+                                      regression_unet, train_restorer)
+
+SCRIPT = "python -m iclr25.diffusion.faces_pretrained"
+WEIGHTS = Path(__file__).resolve().parent / "weights"
+KINDS = ("interlcm", "fromnoise", "diffusion", "regression")
+"""The trained restorers (see the module docstring)."""
+FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}.pt" for k in KINDS}}
+RECIPE = dict(res=16, channels=(16, 32), init_seed=0, data_seed=0,
+              teacher=dict(steps=600, batch_size=32, lr=2e-3, warmup=50),
+              lcm=dict(steps=200, batch_size=32, lr=3e-4, skip=20, ema=0.95),
+              restorer=dict(steps=100, batch_size=16, lr=5e-4, perceptual=1.0, start=1, num_steps=4,
+                            passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2)))
+"""The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
+``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
+is one); the diffusion restorer and the regression U-Net get as many passes as InterLCM
+(``steps * 4 / passes`` steps), the from-noise control as many *steps* (so more passes)."""
+
+
+def train_faces(res: int = 16, seed: int = 0) -> torch.Tensor:
+    """The training faces ``(70, 1, res, res)`` (the split of :func:`~iclr25.diffusion.degrade.face_split`)."""
+    return lfw_faces(res)[face_split(seed=seed)["train"]]
+
+
+def face_source(res: int = 16, seed: int = 0):
+    """``source(n, g)``: ``n`` augmented training faces drawn with replacement."""
+    faces = train_faces(res, seed)
+    return lambda n, g: augment(faces[torch.randint(0, len(faces), (n,), generator=g)], g)
+
+
+def pair_source(res: int = 16, seed: int = 0):
+    """``pairs(n, g)``: ``(hq, lq)`` batches, augmented training faces and their random degradations
+    (the numpy degradation seed drawn from ``g``)."""
+    src = face_source(res, seed)
+
+    def pairs(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        hq = src(n, g)
+        rng = np.random.default_rng(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=g)))
+        return hq, degrade_batch(hq, rng, "train")
+    return pairs
+
+
+def _save(name: str, state: dict, meta: dict) -> None:
+    WEIGHTS.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": {k: v.half() for k, v in state.items()}, "meta": meta}, WEIGHTS / FILES[name])
+
+
+def _load(name: str, recipe: dict) -> dict:
+    path = WEIGHTS / FILES[name]
+    if not path.is_file():
+        raise FileNotFoundError(f"no committed {name} model at {path}: make it with `{SCRIPT}` "
+                                f"(chapters never retrain it silently)")
+    ck = torch.load(path, map_location="cpu", weights_only=True)
+    if repr(ck["meta"]["recipe"]) != repr(stage_recipe(name, recipe)):
+        raise RuntimeError(f"{path} was made with another recipe: regenerate it with `{SCRIPT}`")
+    return ck
+
+
+def stage_recipe(name: str, recipe: dict = RECIPE) -> dict:
+    """The part of ``recipe`` that stage ``name`` (``teacher``, ``lcm`` or a restorer kind) depends on."""
+    keep = {"teacher": ("teacher",), "lcm": ("teacher", "lcm")}.get(name, ("teacher", "lcm", "restorer"))
+    return _plain({k: v for k, v in recipe.items() if not isinstance(v, dict) or k in keep})
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def fit_teacher(recipe: dict = RECIPE, stop_after: int | None = None, progress=None):
+    """Stage 1: the teacher (eval mode) and its losses."""
+    unet = make_cond_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
+    r = recipe["teacher"]
+    losses = train_teacher(unet, face_source(recipe["res"], recipe["data_seed"]), r["steps"], r["batch_size"],
+                           r["lr"], r["warmup"], seed=recipe["data_seed"], stop_after=stop_after, progress=progress)
+    return unet.eval().requires_grad_(False), losses
+
+
+def fit_lcm(teacher, recipe: dict = RECIPE, stop_after: int | None = None, progress=None):
+    """Stage 2: the LCM distilled from ``teacher`` and its losses."""
+    r = recipe["lcm"]
+    return consistency_distill(teacher, face_source(recipe["res"], recipe["data_seed"]), r["steps"], r["batch_size"],
+                               r["lr"], r["skip"], r["ema"], seed=recipe["data_seed"] + 1, stop_after=stop_after,
+                               progress=progress)
+
+
+def restorer_losses(kind: str, teacher, lcm, recipe: dict = RECIPE):
+    """The trainable module and the loss ``(hq, lq, g) -> loss`` of the restorer ``kind``
+    (``interlcm``, ``fromnoise``, ``diffusion``, ``regression``)."""
+    r = recipe["restorer"]
+    perc = PerceptualLoss(teacher)
+
+    def recon(out, hq):
+        return F.l1_loss(out, hq) + r["perceptual"] * perc(out, hq)
+
+    if kind == "regression":
+        model = regression_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
+        return model, lambda hq, lq, g: recon(regress(model, lq), hq)
+    base = teacher if kind == "diffusion" else lcm
+    model = Restorer(base, seed=recipe["init_seed"])
+    if kind == "diffusion":
+        return model, lambda hq, lq, g: eps_loss(teacher, model, hq, lq, g)
+    start = r["start"] if kind == "interlcm" else 0
+    return model, lambda hq, lq, g: recon(interlcm_restore(lcm, model, lq, start, r["num_steps"], g), hq)
+
+
+def restorer_steps(kind: str, recipe: dict = RECIPE) -> int:
+    """Training steps of ``kind``: equal passes to InterLCM, except the from-noise control (equal steps)."""
+    r = recipe["restorer"]
+    if kind in ("interlcm", "fromnoise"):
+        return r["steps"]
+    return r["steps"] * r["passes"]["interlcm"] // r["passes"][kind]
+
+
+def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int | None = None, progress=None):
+    """Stage 3: train the restorer ``kind`` on the same degraded pairs; returns it (eval) and its losses."""
+    r = recipe["restorer"]
+    model, loss_fn = restorer_losses(kind, teacher, lcm, recipe)
+    losses = train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
+                            restorer_steps(kind, recipe), r["batch_size"], r["lr"], seed=recipe["data_seed"] + 2,
+                            stop_after=stop_after, progress=progress)
+    return model.eval().requires_grad_(False), losses
+
+
+def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -> None:
+    """Run the stages on one CPU thread and save their files (later stages load the earlier ones;
+    the restorers are independent of each other)."""
+    torch.set_num_threads(1)
+    if "teacher" in stages:
+        t0 = time.time()
+        teacher, losses = fit_teacher(recipe)
+        _save("teacher", teacher.state_dict(), {"recipe": stage_recipe("teacher", recipe), "losses": losses,
+                                                  "seconds": time.time() - t0})
+        print(f"teacher {time.time() - t0:.0f} s, loss {np.mean(losses[:50]):.3f} -> {np.mean(losses[-50:]):.3f}", flush=True)
+    if "lcm" in stages:
+        t0 = time.time()
+        teacher = load_face_models(recipe, ("teacher",))["teacher"]
+        lcm, losses = fit_lcm(teacher, recipe)
+        _save("lcm", lcm.state_dict(), {"recipe": stage_recipe("lcm", recipe), "losses": losses, "seconds": time.time() - t0})
+        print(f"lcm {time.time() - t0:.0f} s, loss {np.mean(losses[:30]):.4f} -> {np.mean(losses[-30:]):.4f}", flush=True)
+    for kind in KINDS:
+        if kind in stages:
+            m = load_face_models(recipe, ("teacher", "lcm"))
+            t0 = time.time()
+            model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe)
+            _save(kind, model.state_dict(), {"recipe": stage_recipe(kind, recipe), "losses": losses,
+                                             "seconds": time.time() - t0})
+            print(f"{kind} {time.time() - t0:.0f} s, loss {np.mean(losses[:20]):.4f} -> {np.mean(losses[-20:]):.4f}",
+                  flush=True)
+
+
+def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
+                     device: torch.device | str = "cpu") -> dict:
+    """The committed models (float32, eval mode, gradients off) on ``device``: ``teacher``, ``lcm``
+    and the restorers of :data:`KINDS` named in ``which``; ``meta`` holds each file's training log."""
+    out: dict = {"meta": {}}
+    for name in ("teacher", "lcm"):
+        if name in which or any(k in which for k in KINDS):
+            ck = _load(name, recipe)
+            unet = make_cond_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
+            unet.load_state_dict({k: v.float() for k, v in ck["state_dict"].items()})
+            out[name], out["meta"][name] = unet.to(device).eval().requires_grad_(False), ck["meta"]
+    for kind in KINDS:
+        if kind in which:
+            ck = _load(kind, recipe)
+            model = (regression_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"]) if kind == "regression"
+                     else Restorer(out["teacher"] if kind == "diffusion" else out["lcm"], seed=recipe["init_seed"]))
+            model.load_state_dict({k: v.float() for k, v in ck["state_dict"].items()})
+            out[kind], out["meta"][kind] = model.to(device).eval().requires_grad_(False), ck["meta"]
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    make_checkpoints(stages=tuple(sys.argv[1:]) or ("teacher", "lcm") + KINDS)

@@ -1,0 +1,60 @@
+"""The committed face models of the InterLCM chapter (``iclr25/diffusion/weights/faces-*.pt``): small,
+loaded without training, refused (naming the script) when missing or stale, and still what
+``python -m iclr25.diffusion.faces_pretrained`` makes (first steps of every stage; the whole run with
+ICLR25_SLOW=1)."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.diffusion import faces_pretrained as fp
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def models():
+    return fp.load_face_models()
+
+
+def test_committed_files_are_small_and_load_frozen(models):
+    for name, f in fp.FILES.items():
+        path = fp.WEIGHTS / f
+        assert path.is_file(), f"missing {path}: run `{fp.SCRIPT}`"
+        assert path.stat().st_size <= 2_000_000
+    for name in ("teacher", "lcm") + fp.KINDS:
+        assert not models[name].training and not any(p.requires_grad for p in models[name].parameters())
+    t = np.array(models["meta"]["teacher"]["losses"])
+    assert len(t) == fp.RECIPE["teacher"]["steps"] and t[-50:].mean() < 0.3 * t[:50].mean()
+    for kind in fp.KINDS:
+        assert len(models["meta"][kind]["losses"]) == fp.restorer_steps(kind)
+
+
+def test_first_steps_of_every_stage_reproduce_the_recorded_losses(models):
+    _, lt = fp.fit_teacher(stop_after=3)
+    np.testing.assert_allclose(lt, models["meta"]["teacher"]["losses"][:3], rtol=2e-3)
+    _, ll = fp.fit_lcm(models["teacher"], stop_after=2)
+    np.testing.assert_allclose(ll, models["meta"]["lcm"]["losses"][:2], rtol=2e-3)
+    for kind in fp.KINDS:
+        _, lr = fp.fit_restorer(kind, models["teacher"], models["lcm"], stop_after=1)
+        np.testing.assert_allclose(lr, models["meta"][kind]["losses"][:1], rtol=2e-3)
+
+
+def test_missing_or_stale_checkpoint_is_refused_naming_the_script(tmp_path, monkeypatch):
+    stale = {**fp.RECIPE, "teacher": {**fp.RECIPE["teacher"], "steps": 1}}
+    with pytest.raises(RuntimeError, match="faces_pretrained"):
+        fp.load_face_models(stale, ("teacher",))
+    monkeypatch.setattr(fp, "WEIGHTS", tmp_path)
+    with pytest.raises(FileNotFoundError, match="faces_pretrained"):
+        fp.load_face_models(which=("teacher",))
+
+
+@pytest.mark.skipif(os.environ.get("ICLR25_SLOW") != "1", reason="set ICLR25_SLOW=1 (retrains, about 30 minutes)")
+def test_the_script_still_makes_the_committed_models(tmp_path, monkeypatch, models):
+    monkeypatch.setattr(fp, "WEIGHTS", tmp_path)
+    fp.make_checkpoints()
+    for name in ("teacher", "lcm") + fp.KINDS:
+        made = torch.load(tmp_path / fp.FILES[name], weights_only=True)["meta"]["losses"]
+        np.testing.assert_allclose(made[-10:], models["meta"][name]["losses"][-10:], rtol=1e-2)
