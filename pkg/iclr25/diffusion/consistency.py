@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from diffusers import DDIMScheduler, LCMScheduler, UNet2DConditionModel
 from diffusers.utils.torch_utils import randn_tensor
+
+from iclr25.common.optim import fit, warmup_cosine
 
 #: The schedule of Stable Diffusion (and of its LCMs): ``beta`` linear in ``sqrt`` from 0.00085 to 0.012.
 SCHEDULE = dict(num_train_timesteps=1000, beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012)
@@ -121,24 +122,18 @@ def train_teacher(unet: UNet2DConditionModel, source: ImageSource, steps: int, b
     device = next(unet.parameters()).device
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(unet.parameters(), lr=lr, weight_decay=0.01)
-    lam = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     unet.train()
-    losses = []
     n = steps if stop_after is None else min(steps, stop_after)
-    for _ in (progress(range(n)) if progress else range(n)):
+
+    def loss_at(_: int) -> torch.Tensor:
         x0 = source(batch_size, g).to(device)
         t = torch.randint(0, SCHEDULE["num_train_timesteps"], (batch_size,), generator=g).to(device)
         eps = torch.randn(x0.shape, generator=g).to(device)
         ab = alpha_bar(t).view(-1, 1, 1, 1)
         pred = unet(ab.sqrt() * x0 + (1 - ab).sqrt() * eps, t, encoder_hidden_states=null_tokens(batch_size, device)).sample
-        loss = F.mse_loss(pred, eps)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(unet.parameters(), 1.0)
-        opt.step()
-        lam.step()
-        losses.append(float(loss.detach()))
+        return F.mse_loss(pred, eps)
+
+    losses = fit(unet.parameters(), opt, loss_at, n, lr_lambda=warmup_cosine(warmup, steps), progress=progress)
     unet.eval()
     return losses
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from diffusers import ControlNetModel, UNet2DConditionModel, UNet2DModel
 from diffusers.utils.torch_utils import randn_tensor
 
+from iclr25.common.optim import fit
 from iclr25.diffusion.consistency import (CROSS_DIM, NULL_TOKENS, SCHEDULE, alpha_bar, ddim_scheduler,
                                           lcm_scheduler, null_tokens)
 
@@ -177,17 +178,8 @@ def train_restorer(loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Generato
     params = [p for p in params if p.requires_grad]
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.99))
-    losses = []
     n = steps if stop_after is None else min(steps, stop_after)
-    for _ in (progress(range(n)) if progress else range(n)):
-        hq, lq = pairs(batch_size, g)
-        loss = loss_fn(hq, lq, g)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
-    return losses
+    return fit(params, opt, lambda _: loss_fn(*pairs(batch_size, g), g), n, progress=progress)
 
 
 def eps_loss(unet: UNet2DConditionModel, restorer: Restorer, hq: torch.Tensor, lq: torch.Tensor,

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from diffusers import DDPMScheduler, UNet2DModel
 
+from iclr25.common.optim import fit, warmup_cosine
+
 ImageSource = Callable[[int, torch.Generator], torch.Tensor]
 """``source(n, generator) -> (n, C, H, W)`` images in ``[-1, 1]`` (drawn on the CPU)."""
 
@@ -32,23 +34,12 @@ def train_ddpm(unet: UNet2DModel, sched: DDPMScheduler, source: ImageSource, ste
     ``seed`` on a fixed number of threads. ``stop_after`` ends early on the *same* schedule (for
     reproduction tests); ``progress`` wraps the step range (a progress bar).
     """
-    import math
-
     device = next(unet.parameters()).device
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(unet.parameters(), lr=lr, weight_decay=0.01)
-    sched_lr = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     n = steps if stop_after is None else min(steps, stop_after)
     unet.train()
-    losses = []
-    for _ in (progress(range(n)) if progress else range(n)):
-        loss = ddpm_loss(unet, sched, source(batch_size, g).to(device), g)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(unet.parameters(), 1.0)
-        opt.step()
-        sched_lr.step()
-        losses.append(float(loss.detach()))
+    losses = fit(unet.parameters(), opt, lambda _: ddpm_loss(unet, sched, source(batch_size, g).to(device), g), n,
+                 lr_lambda=warmup_cosine(warmup, steps), progress=progress)
     unet.eval()
     return losses

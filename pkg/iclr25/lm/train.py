@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from iclr25.common.optim import fit
 from iclr25.lm.model import TinyLM, TinyLMConfig
 
 BatchFn = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
@@ -51,23 +52,20 @@ def train_lm(model: TinyLM, batch_fn: BatchFn, steps: int, *, lr: float = 3e-3,
         raise ValueError(f"schedule_steps must be >= 1, got {total}")
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.98))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + np.cos(np.pi * min(s, total) / total)))
-    it = range(steps)
+    bar = None
     if progress:
-        from iclr25.common import progress as bar
+        from iclr25.common import progress as bar_
 
-        it = bar(it, desc="train LM")
-    losses = []
-    for step in it:
+        def bar(it):
+            return bar_(it, desc="train LM")
+
+    def loss_at(step: int) -> torch.Tensor:
         ids, weights = (t.to(device) for t in batch_fn(step))
-        loss = (loss_fn or next_token_loss)(model(ids), ids, weights)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
+        return (loss_fn or next_token_loss)(model(ids), ids, weights)
+
+    # the schedule keeps numpy's cos, as the committed checkpoints were trained with it
+    losses = fit(model.parameters(), opt, loss_at, steps, clip=clip, progress=bar,
+                 lr_lambda=lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + np.cos(np.pi * min(s, total) / total)))
     opt.zero_grad(set_to_none=True)  # leave no gradient behind on the trained model
     model.eval()
     return losses

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from iclr25.common.optim import fit, warmup_cosine
 from iclr25.lm.text import encode_bytes, mean_nll, pydoc_text, random_blocks, split_ids
 from iclr25.ssm.mamba import MambaConfig, TinyMamba
 
@@ -70,19 +71,14 @@ def train_byte_lm(model: torch.nn.Module, train_ids: torch.Tensor, steps: int, b
     other = [p for n, p in model.named_parameters() if not (p.ndim == 2 and "embeddings" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                              {"params": other, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     model.train()
-    losses = []
-    for _ in range(steps if stop_after is None else min(steps, stop_after)):
+
+    def loss_at(_: int) -> torch.Tensor:
         x, y = (t.to(device) for t in random_blocks(train_ids, batch_size, block, generator=g))
-        loss = F.cross_entropy(model(x).reshape(-1, model.cfg.vocab_size), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
+        return F.cross_entropy(model(x).reshape(-1, model.cfg.vocab_size), y.reshape(-1))
+
+    losses = fit(model.parameters(), opt, loss_at, steps if stop_after is None else min(steps, stop_after),
+                 lr_lambda=warmup_cosine(warmup, steps))
     model.eval()
     return losses
 
