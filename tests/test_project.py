@@ -89,3 +89,11 @@ def test_every_committed_package_data_file_is_shipped() -> None:
         if not shipped:
             unshipped.append(name)
     assert not unshipped, f"not in [tool.setuptools.package-data] of pkg/pyproject.toml: {unshipped}"
+
+
+def test_only_the_back_matter_has_a_bibliography_directive() -> None:
+    """A ``{bibliography}`` in a chapter cites its keys a second time: Sphinx's "duplicate citation"
+    warning fails the book build (warnings are errors). Chapters cite; the back matter lists."""
+    offenders = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "book").rglob("*.md"))
+                 if "```{bibliography}" in p.read_text() and p.name != "bibliography.md"]
+    assert not offenders, f"{offenders}: remove the chapter's bibliography directive (book/bibliography.md lists all)"
