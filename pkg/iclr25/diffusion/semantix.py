@@ -83,6 +83,7 @@ def oracle_match(labels_query: torch.Tensor, labels_key: torch.Tensor,
     the key lacks the class, the same location. ``labels_*`` ``(B, size, size)`` integer class maps,
     ``purity_key`` ``(B, size, size)`` or None (all pure) -> ``(B, size^2)``.
 
+    A class one token high or wide has a degenerate box along that axis; its coordinate there is 0.
     (Matching to the *nearest* location of the class instead sends a small object to a few blocks on
     the edge of the key's object, mixed with the next class: a worse colour target than a learned match.)"""
     b, size, _ = labels_query.shape
@@ -182,6 +183,6 @@ def colour_style_energy(c_out: torch.Tensor, c_ref: torch.Tensor, idx: torch.Ten
     towards the reference's colour at its semantic partner ``m(i)``, the image itself taken as the
     finest "feature" level. ``c_out`` ``(B, N, 3)``, ``c_ref`` ``(B, M, 3)``, ``idx`` ``(B, N)``;
     ``token_weight`` ``(B, N)`` (default 1) weighs the tokens of the mean (a diagnostic: restrict the term
-    to some tokens)."""
+    to some tokens; the sum is still divided by ``N``, not by the weights' sum)."""
     r = (c_out - gather_tokens(c_ref, idx)).pow(2).sum(-1)
     return r.mean(1) if token_weight is None else (r * token_weight).mean(1)
