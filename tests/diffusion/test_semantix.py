@@ -198,3 +198,62 @@ def test_smoothed_gradient_keeps_constants_and_averages_windows():
     assert torch.equal(smoothed(g, 1), g)
     # a 3 x 3 window of an interior pixel is the mean of its neighbourhood
     assert torch.allclose(smoothed(g, 3)[:, :, 2, 3], g[:, :, 1:4, 2:5].mean((2, 3)), atol=1e-6)
+
+
+def test_oracle_matches_part_to_part_among_pure_blocks():
+    # query: an object block at rows 1-2, cols 1-2; key: the same object shifted to rows 3-4, cols 4-5
+    lq = torch.zeros(1, 6, 6, dtype=torch.long)
+    lk = torch.zeros(1, 6, 6, dtype=torch.long)
+    lq[0, 1:3, 1:3] = OBJECT
+    lk[0, 3:5, 4:6] = OBJECT
+    idx = oracle_match(lq, lk)[0].view(6, 6)
+    # each object token goes to the same corner of the key's object (nearest-location matching would send all
+    # four to the key object's nearest corner)
+    assert idx[1, 1] == 3 * 6 + 4 and idx[1, 2] == 3 * 6 + 5 and idx[2, 1] == 4 * 6 + 4 and idx[2, 2] == 4 * 6 + 5
+    # identical layouts: the identity; impure key blocks are avoided when pure ones of the class exist
+    same = oracle_match(lq, lq)[0]
+    assert torch.equal(same, torch.arange(36))
+    purity = torch.ones(1, 6, 6)
+    purity[0, 1, 1] = 0.75
+    partners = oracle_match(lq, lq, purity)[0].view(6, 6)[1:3, 1:3].flatten()
+    assert (partners != 1 * 6 + 1).all() and (lq.flatten()[partners] == OBJECT).all()
+
+
+def test_colour_energy_token_weights():
+    g = torch.Generator().manual_seed(2)
+    c_out, c_ref = torch.rand(2, 9, 3, generator=g), torch.rand(2, 9, 3, generator=g)
+    idx = torch.randint(0, 9, (2, 9), generator=g)
+    assert torch.allclose(colour_style_energy(c_out, c_ref, idx, torch.ones(2, 9)), colour_style_energy(c_out, c_ref, idx))
+    w = torch.zeros(2, 9)
+    w[:, 4] = 1.0
+    only = colour_style_energy(c_out, c_ref, idx, w)
+    assert torch.allclose(only, (c_out[:, 4] - c_ref.gather(1, idx[:, 4:5, None].expand(-1, -1, 3))[:, 0]).pow(2).sum(-1) / 9)
+
+
+def test_per_sample_window_smoothing_and_gradient_steps(unet):
+    """A batch with per-sample window, low-pass and gradient steps equals the runs one sample at a time; two
+    gradient steps with zero step size are still the identity, and two steps of eta move further than one."""
+    sched = inversion_schedule(6)
+    g = torch.Generator().manual_seed(7)
+    ctx, ref = (torch.rand(2, 3, 8, 8, generator=g) * 2 - 1 for _ in range(2))
+    xs_c, zs_c = ddpm_invert(unet, sched, ctx, g)
+    xs_r = noisy_versions(sched, ref, g)
+    fc = trajectory_features(unet, sched, xs_c, NAMES, 4)
+    fr = trajectory_features(unet, sched, xs_r, NAMES, 4)
+    cr = trajectory_colours(unet, sched, xs_r, 4)
+    w = EnergyWeights.stack([dict(style=1.0, spatial=0.5, colour=5.0)] * 2)
+    idx = torch.randint(0, 16, (2, 16), generator=g)
+    eta = torch.full((2,), 0.2)
+    batch, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, torch.tensor([2, 4]), NAMES, 4, cr,
+                               smooth=torch.tensor([1, 3]), n_grad=torch.tensor([1, 2]))
+    for b, (start, width, steps) in enumerate([(2, 1, 1), (4, 3, 2)]):
+        one = lambda f: [[x[b:b + 1] for x in fs] for fs in f]  # noqa: E731
+        wb = EnergyWeights.stack([dict(style=1.0, spatial=0.5, colour=5.0)])
+        alone, _ = guided_transfer(unet, sched, xs_c[:, b:b + 1], zs_c[:, b:b + 1], one(fc), one(fr), idx[b:b + 1],
+                                   wb, eta[:1], start, NAMES, 4, [c[b:b + 1] for c in cr], smooth=width, n_grad=steps)
+        assert torch.allclose(batch[b:b + 1], alone, atol=2e-3)   # batched kernels: round-off, normalised
+    still, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.zeros(2), 2, NAMES, 4, cr, n_grad=2)
+    assert (still - ctx).abs().max() < 1e-3
+    d1, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, 2, NAMES, 4, cr, n_grad=1)
+    d2, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, 2, NAMES, 4, cr, n_grad=2)
+    assert ((d2 - ctx).norm() > (d1 - ctx).norm()).item()

@@ -52,14 +52,24 @@ def smoothed(g: torch.Tensor, width: int) -> torch.Tensor:
     return torch.nn.functional.avg_pool2d(g, width, 1, width // 2, count_include_pad=False)
 
 
+def guidance_direction(g: torch.Tensor, smooth: int | torch.Tensor = 1, floor: float = 1e-3) -> torch.Tensor:
+    """The per-sample :func:`normalised` gradient ``g`` ``(B, C, H, W)``, first low-passed by
+    :func:`smoothed` with window ``smooth`` (a number, or ``(B,)`` integers: one per sample)."""
+    if isinstance(smooth, torch.Tensor):
+        widths = smooth.to(g.device).view(-1, *([1] * (g.dim() - 1)))
+        g = sum(torch.where(widths == w, smoothed(g, int(w)), torch.zeros_like(g)) for w in smooth.unique().tolist())
+    else:
+        g = smoothed(g, smooth)
+    return normalised(g, floor)
+
+
 def energy_guided_eps(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: Energy,
                       names: Sequence[str], scale: torch.Tensor | float,
-                      floor: float = 1e-3, smooth: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+                      floor: float = 1e-3, smooth: int | torch.Tensor = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """The guided noise prediction ``eps_tilde = eps_theta(x_t, t) + scale * g_hat`` with ``g_hat``
-    the per-sample :func:`normalised` gradient of ``energy`` (``scale`` a number or ``(B,)``), first
-    low-passed by :func:`smoothed` with window ``smooth``.
-    Returns ``eps_tilde`` ``(B, C, H, W)`` and the energies ``(B,)`` at ``x_t``."""
+    the :func:`guidance_direction` of the gradient of ``energy`` (``scale`` a number or ``(B,)``;
+    ``smooth`` the low-pass width). Returns ``eps_tilde`` ``(B, C, H, W)`` and the energies ``(B,)`` at
+    ``x_t``."""
     eps, e, g = energy_and_gradient(unet, x_t, t, energy, names)
-    g = smoothed(g, smooth)
     scale = torch.as_tensor(scale, dtype=x_t.dtype, device=x_t.device)
-    return eps + scale.reshape(-1, *([1] * (x_t.dim() - 1))) * normalised(g, floor), e
+    return eps + scale.reshape(-1, *([1] * (x_t.dim() - 1))) * guidance_direction(g, smooth, floor), e

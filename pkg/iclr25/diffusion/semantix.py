@@ -74,18 +74,39 @@ def nearest_match(d_query: torch.Tensor, d_key: torch.Tensor) -> torch.Tensor:
     return torch.cdist(d_query, d_key).argmin(dim=-1)
 
 
-def oracle_match(labels_query: torch.Tensor, labels_key: torch.Tensor) -> torch.Tensor:
-    """The oracle correspondence: the nearest location (on the grid) of the *same* ground-truth
-    class; the nearest location of any class where the key has none of that class.
-    ``labels_*`` ``(B, size, size)`` integer class maps -> ``(B, size^2)``."""
+def oracle_match(labels_query: torch.Tensor, labels_key: torch.Tensor,
+                 purity_key: torch.Tensor | None = None) -> torch.Tensor:
+    """The oracle correspondence: for each query location, a key location of the *same* ground-truth
+    class at the same relative place within that class's bounding box (a part-to-part match: the
+    object's top left to the object's top left), among the key's *pure* locations of that class
+    (``purity_key >= 0.99``, the fraction of the block's pixels of its class) where it has any; where
+    the key lacks the class, the same location. ``labels_*`` ``(B, size, size)`` integer class maps,
+    ``purity_key`` ``(B, size, size)`` or None (all pure) -> ``(B, size^2)``.
+
+    A class one token high or wide has a degenerate box along that axis; its coordinate there is 0.
+    (Matching to the *nearest* location of the class instead sends a small object to a few blocks on
+    the edge of the key's object, mixed with the next class: a worse colour target than a learned match.)"""
     b, size, _ = labels_query.shape
     pos = grid_positions(size, labels_query.device)
-    dist = torch.cdist(pos, pos).expand(b, -1, -1)                       # (B, N, M)
+    out = torch.arange(size * size, device=labels_query.device).repeat(b, 1)
     lq, lk = labels_query.flatten(1), labels_key.flatten(1)
-    same = lq.unsqueeze(2) == lk.unsqueeze(1)
-    has = same.any(dim=2, keepdim=True)
-    penalty = torch.where(same | ~has, 0.0, 10.0)
-    return (dist + penalty).argmin(dim=-1)
+    pure = (purity_key.flatten(1) >= 0.99) if purity_key is not None else torch.ones_like(lk, dtype=torch.bool)
+
+    def box_coords(p: torch.Tensor) -> torch.Tensor:
+        lo, hi = p.min(0).values, p.max(0).values
+        return (p - lo) / (hi - lo).clamp(min=1e-6)
+
+    for i in range(b):
+        for c in lq[i].unique().tolist():
+            mq, mk = lq[i] == c, lk[i] == c
+            if not mk.any():
+                continue
+            if (mk & pure[i]).any():
+                mk = mk & pure[i]
+            keys = mk.nonzero()[:, 0]
+            d = torch.cdist(box_coords(pos[mq]), box_coords(pos[mk]))
+            out[i, mq] = keys[d.argmin(-1)]
+    return out
 
 
 def match_accuracy(idx: torch.Tensor, labels_query: torch.Tensor, labels_key: torch.Tensor,
@@ -155,9 +176,13 @@ def global_style_energy(f_out: torch.Tensor, f_ref: torch.Tensor, eps: float = 1
     return (dm + ds).mean(1)
 
 
-def colour_style_energy(c_out: torch.Tensor, c_ref: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+def colour_style_energy(c_out: torch.Tensor, c_ref: torch.Tensor, idx: torch.Tensor,
+                        token_weight: torch.Tensor | None = None) -> torch.Tensor:
     """The colour level of style feature guidance (our addition), ``E_col = (1/N) sum_i ||c_o_i -
     c_r_m(i)||^2`` ``(B,)``: the predicted clean image's mean colour ``c_o_i`` on token ``i`` pulled
     towards the reference's colour at its semantic partner ``m(i)``, the image itself taken as the
-    finest "feature" level. ``c_out`` ``(B, N, 3)``, ``c_ref`` ``(B, M, 3)``, ``idx`` ``(B, N)``."""
-    return (c_out - gather_tokens(c_ref, idx)).pow(2).sum(-1).mean(1)
+    finest "feature" level. ``c_out`` ``(B, N, 3)``, ``c_ref`` ``(B, M, 3)``, ``idx`` ``(B, N)``;
+    ``token_weight`` ``(B, N)`` (default 1) weighs the tokens of the mean (a diagnostic: restrict the term
+    to some tokens; the sum is still divided by ``N``, not by the weights' sum)."""
+    r = (c_out - gather_tokens(c_ref, idx)).pow(2).sum(-1)
+    return r.mean(1) if token_weight is None else (r * token_weight).mean(1)

@@ -28,8 +28,8 @@ from diffusers import DDIMScheduler, UNet2DModel
 
 from iclr25.diffusion.attention import AttentionRecorder, KVInjection, reset_attention, set_attention_controller
 from iclr25.diffusion.features import FeatureHook, to_tokens
-from iclr25.diffusion.guidance import energy_guided_eps
-from iclr25.diffusion.inversion import alpha_bar, sample_with_noises, unet_eps
+from iclr25.diffusion.guidance import energy_and_gradient, energy_guided_eps, guidance_direction
+from iclr25.diffusion.inversion import alpha_bar, unet_eps
 from iclr25.diffusion.semantix import (colour_style_energy, global_style_energy, joint_features,
                                        semantic_distance_energy, spatial_energy, style_energy)
 
@@ -120,13 +120,14 @@ def transfer_energy(f_out: FeatureSet, f_ctx: FeatureSet, f_ref: FeatureSet, idx
     return total / len(f_out)
 
 
-def colour_energy(c_out: torch.Tensor, c_ref: torch.Tensor, idx: torch.Tensor, w: EnergyWeights) -> torch.Tensor:
+def colour_energy(c_out: torch.Tensor, c_ref: torch.Tensor, idx: torch.Tensor, w: EnergyWeights,
+                  token_weight: torch.Tensor | None = None) -> torch.Tensor:
     """The colour terms ``w_col E_col(c_o, c_r, m) + w_gcol E_glob(c_o, c_r)`` ``(B,)`` of token colours
     ``c_out`` ``(B, N, 3)`` and ``c_ref`` ``(B, M, 3)`` (:func:`token_colours`); terms with zero weight
-    everywhere are skipped."""
+    everywhere are skipped. ``token_weight`` ``(B, N)`` weighs the tokens of ``E_col`` (default 1)."""
     total = torch.zeros(idx.shape[0], device=idx.device)
     if w.colour.any():
-        total = total + w.colour * colour_style_energy(c_out, c_ref, idx)
+        total = total + w.colour * colour_style_energy(c_out, c_ref, idx, token_weight)
     if w.global_colour.any():
         total = total + w.global_colour * global_style_energy(c_out, c_ref)
     return total
@@ -161,22 +162,30 @@ def x0_scale(sched: DDIMScheduler, t: int) -> float:
 
 def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tensor, zs_ctx: torch.Tensor,
                     ctx_feats: list[FeatureSet], ref_feats: list[FeatureSet], idx: torch.Tensor,
-                    weights: EnergyWeights, eta: torch.Tensor, guide_from: int, names: Sequence[str],
-                    size: int, ref_colours: list[torch.Tensor] | None = None, smooth: int = 1,
+                    weights: EnergyWeights, eta: torch.Tensor, guide_from: int | torch.Tensor, names: Sequence[str],
+                    size: int, ref_colours: list[torch.Tensor] | None = None, smooth: int | torch.Tensor = 1,
+                    colour_token_weight: torch.Tensor | None = None, n_grad: int | torch.Tensor = 1,
                     progress: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Energy-guided re-sampling of inverted contexts (the Semantix sampler).
 
     From ``xs_ctx[0]`` (the context's inverted start, ``(B, C, H, W)``), the first ``guide_from`` steps
-    are plain and every later step (the low-noise end, where edits survive) uses the guided noise
+    (a number, or ``(B,)``: one per sample) are plain and every later step (the low-noise end, where
+    edits survive) uses the guided noise
     prediction ``eps + eta_b * x0_scale(t) * normalised(smoothed(grad E_b))`` (so the predicted clean
     image moves by ``eta_b`` RMS per step, :func:`x0_scale`;
     :func:`~iclr25.diffusion.guidance.energy_guided_eps`) with ``E`` the :func:`transfer_energy` of the
     output's features against the context's and reference's features *at the same step*
     (``ctx_feats[i]``, ``ref_feats[i]``, from their inverted trajectories), plus the :func:`colour_energy`
     of the output's predicted clean image ``x0_hat`` against the reference's at the same step,
-    ``ref_colours[i]`` ``(B, M, 3)`` (:func:`trajectory_colours`; needed when a colour weight is non-zero). Every step uses the context's noise map ``zs_ctx[i]``, so ``eta = 0`` returns
-    the context. Returns the outputs ``(B, C, H, W)`` and the energies of the guided steps
-    ``(S - guide_from, B)``."""
+    ``ref_colours[i]`` ``(B, M, 3)`` (:func:`trajectory_colours`; needed when a colour weight is non-zero;
+    ``colour_token_weight`` ``(B, N)`` optionally weighs its tokens). ``smooth`` is the low-pass width, a
+    number or ``(B,)`` integers. ``n_grad`` (a number or ``(B,)`` integers) is the number of gradient
+    steps per guided timestep: the first ``n_grad - 1`` move ``x_t`` itself by
+    ``-sqrt(1 - abar_t) eta_b x0_scale(t) g_hat`` (the same move of ``x0_hat`` as the guided noise
+    prediction makes), each with the gradient at the point reached, and the last is the guided step.
+    Every step uses the context's noise map ``zs_ctx[i]``, so ``eta = 0``
+    returns the context. Returns the outputs ``(B, C, H, W)`` and the energies of the steps from the
+    earliest guided one, ``(S - min(guide_from), B)``."""
     energies = []
     colour = bool(weights.colour.any() or weights.global_colour.any())
     hooked = list(names) + (["conv_out"] if colour else [])
@@ -188,21 +197,31 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
             e = transfer_energy(layer_tokens(feats, names, size), ctx_feats[i], ref_feats[i], idx, weights)
             if colour:   # x0_hat from the noise prediction (the U-Net's last layer, conv_out)
                 x0 = (x - (1 - a) ** 0.5 * feats["conv_out"]) / a ** 0.5
-                e = e + colour_energy(token_colours(x0, size), ref_colours[i], idx, weights)
+                e = e + colour_energy(token_colours(x0, size), ref_colours[i], idx, weights, colour_token_weight)
             return e
         return energy
 
     plain = unet_eps(unet)
-
-    def eps_fn(x, t, i):
-        if i < guide_from:
-            return plain(x, t, i)
-        eps, e = energy_guided_eps(unet, x, t, energy_at(i, t), hooked, eta * x0_scale(sched, t), smooth=smooth)
-        energies.append(e)
-        return eps
-
-    out = sample_with_noises(unet, sched, xs_ctx[0], zs_ctx, eps_fn=eps_fn, progress=progress)
-    return out.detach(), torch.stack(energies) if energies else torch.zeros(0, xs_ctx.shape[1])
+    b = xs_ctx.shape[1]
+    start = torch.as_tensor(guide_from, device=xs_ctx.device).expand(b)
+    inner = torch.as_tensor(n_grad, device=xs_ctx.device).expand(b)
+    x = xs_ctx[0]
+    steps = list(enumerate(sched.timesteps))
+    for i, t in (progress(steps) if progress else steps):
+        t = int(t)
+        if i < int(start.min()):
+            eps = plain(x, t, i)
+        else:
+            scale = eta * x0_scale(sched, t) * (i >= start).to(x.dtype)
+            shift = (1 - float(alpha_bar(sched, t))) ** 0.5
+            for k in range(int(inner.max()) - 1):      # extra gradient steps on x_t itself
+                _, _, g = energy_and_gradient(unet, x, t, energy_at(i, t), hooked)
+                move = (scale * (inner > k + 1).to(x.dtype)).view(-1, 1, 1, 1)
+                x = (x - shift * move * guidance_direction(g, smooth)).detach()
+            eps, e = energy_guided_eps(unet, x, t, energy_at(i, t), hooked, scale, smooth=smooth)
+            energies.append(e)
+        x = sched.step(eps.detach(), t, x, eta=1.0, variance_noise=zs_ctx[i]).prev_sample
+    return x.detach(), torch.stack(energies) if energies else torch.zeros(0, b)
 
 
 @torch.no_grad()
