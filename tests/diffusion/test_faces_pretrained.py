@@ -58,3 +58,13 @@ def test_the_script_still_makes_the_committed_models(tmp_path, monkeypatch, mode
     for name in ("teacher", "lcm") + fp.KINDS:
         made = torch.load(tmp_path / fp.FILES[name], weights_only=True)["meta"]["losses"]
         np.testing.assert_allclose(made[-10:], models["meta"][name]["losses"][-10:], rtol=1e-2)
+
+
+def test_committed_restorers_log_their_validation_curve(models):
+    r = fp.RECIPE["restorer"]
+    for kind in fp.KINDS:
+        curve = np.array(models["meta"][kind]["curve"])
+        assert list(curve[:, 0]) == list(range(0, r["steps"], r["eval_every"])) + [r["steps"]]
+    # the last point is the committed model's own validation PSNR gain (the curve is of the saved run)
+    gain = fp.validation_psnr("regression", models["regression"], models["teacher"], models["lcm"])
+    assert abs(gain - models["meta"]["regression"]["curve"][-1][1]) < 1e-3

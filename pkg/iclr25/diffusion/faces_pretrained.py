@@ -29,8 +29,8 @@ import torch.nn.functional as F
 
 from iclr25.diffusion.consistency import consistency_distill, make_cond_unet, train_teacher
 from iclr25.diffusion.degrade import augment, degrade_batch, face_split, lfw_faces
-from iclr25.diffusion.restore import (PerceptualLoss, Restorer, eps_loss, interlcm_restore, regress,
-                                      regression_unet, train_restorer)
+from iclr25.diffusion.restore import (PerceptualLoss, Restorer, diffusion_restore, eps_loss, interlcm_restore, psnr,
+                                      regress, regression_unet, train_restorer)
 
 SCRIPT = "python -m iclr25.diffusion.faces_pretrained"
 WEIGHTS = Path(__file__).resolve().parent / "weights"
@@ -40,13 +40,15 @@ FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}
 RECIPE = dict(res=16, channels=(16, 32), init_seed=0, data_seed=0,
               teacher=dict(steps=600, batch_size=32, lr=2e-3, warmup=50),
               lcm=dict(steps=200, batch_size=32, lr=3e-4, skip=20, ema=0.95),
-              restorer=dict(steps=100, batch_size=16, lr=5e-4, perceptual=1.0, start=1, num_steps=4,
-                            passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2)))
+              restorer=dict(steps=800, batch_size=16, lr=2e-3, warmup=20, eval_every=50, perceptual=1.0, start=1,
+                            num_steps=4, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2)))
 """The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
 ``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
 is one); the diffusion restorer and the regression U-Net get as many passes as InterLCM
-(``steps * 4 / passes`` steps), the from-noise control as many *steps* (so more passes)."""
-
+(``steps * 4 / passes`` steps), the from-noise control as many *steps* (so more passes). Every restorer
+has the same schedule in passes: ``lr`` after a warm-up of ``warmup`` InterLCM-equivalent steps, cosine
+decay to 0 at the end; its validation PSNR (:func:`validation_psnr`) is logged every ``eval_every``
+InterLCM-equivalent steps (the curve the budget was chosen from)."""
 
 def train_faces(res: int = 16, seed: int = 0) -> torch.Tensor:
     """The training faces ``(70, 1, res, res)`` (the split of :func:`~iclr25.diffusion.degrade.face_split`)."""
@@ -140,19 +142,63 @@ def restorer_losses(kind: str, teacher, lcm, recipe: dict = RECIPE):
 
 def restorer_steps(kind: str, recipe: dict = RECIPE) -> int:
     """Training steps of ``kind``: equal passes to InterLCM, except the from-noise control (equal steps)."""
+    return _per_kind(recipe["restorer"]["steps"], kind, recipe)
+
+
+def _per_kind(n: int, kind: str, recipe: dict) -> int:
+    """``n`` InterLCM steps in steps of ``kind`` (equal passes; the from-noise control: equal steps)."""
     r = recipe["restorer"]
-    if kind in ("interlcm", "fromnoise"):
-        return r["steps"]
-    return r["steps"] * r["passes"]["interlcm"] // r["passes"][kind]
+    return n if kind in ("interlcm", "fromnoise") else n * r["passes"]["interlcm"] // r["passes"][kind]
 
 
-def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int | None = None, progress=None):
-    """Stage 3: train the restorer ``kind`` on the same degraded pairs; returns it (eval) and its losses."""
+def validation_pairs(res: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hq, lq)`` ``(20, 1, res, res)``: the 10 validation faces of :func:`~iclr25.diffusion.degrade.face_split`,
+    each degraded once ``mild`` and once ``severe`` (numpy seed 2000, as the chapter's validation set)."""
+    val = lfw_faces(res)[face_split(seed=seed)["val"]]
+    rng = np.random.default_rng(2000)
+    return torch.cat([val, val]), torch.cat([degrade_batch(val, rng, "mild"), degrade_batch(val, rng, "severe")])
+
+
+@torch.no_grad()
+def restore(kind: str, model, lq: torch.Tensor, teacher, lcm, recipe: dict = RECIPE,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+    """The restoration of ``lq`` ``(B, 1, H, W)`` by the trained restorer ``model`` of ``kind`` with its own
+    sampler: InterLCM from step ``start`` (3 LCM calls), the from-noise control (4 LCM calls from noise),
+    the diffusion restorer (50 DDIM steps from noise), the regression U-Net (one call)."""
+    r = recipe["restorer"]
+    if kind == "regression":
+        return regress(model, lq)
+    if kind == "diffusion":
+        return diffusion_restore(teacher, model, lq, 50, None, generator)
+    return interlcm_restore(lcm, model, lq, r["start"] if kind == "interlcm" else 0, r["num_steps"], generator)
+
+
+def validation_psnr(kind: str, model, teacher, lcm, recipe: dict = RECIPE) -> float:
+    """Mean PSNR gain over the degraded input (dB) of ``model`` on :func:`validation_pairs` (sampler noise seed 3000)."""
+    hq, lq = validation_pairs(recipe["res"], recipe["data_seed"])
+    out = restore(kind, model, lq, teacher, lcm, recipe, torch.Generator().manual_seed(3000))
+    return float((psnr(out, hq) - psnr(lq, hq)).mean())
+
+
+def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int | None = None, progress=None,
+                 curve: list | None = None):
+    """Stage 3: train the restorer ``kind`` on the same degraded pairs; returns it (eval) and its losses.
+    With a list ``curve``, appends ``(interlcm_equivalent_step, validation_psnr)`` every ``eval_every``
+    InterLCM-equivalent steps and at the end (the training itself is unchanged)."""
     r = recipe["restorer"]
     model, loss_fn = restorer_losses(kind, teacher, lcm, recipe)
+    every, n = _per_kind(r["eval_every"], kind, recipe), restorer_steps(kind, recipe)
+
+    def on_step(s: int) -> None:
+        if curve is not None and s % every == 0:
+            curve.append((s * r["eval_every"] // every, validation_psnr(kind, model, teacher, lcm, recipe)))
+
     losses = train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
-                            restorer_steps(kind, recipe), r["batch_size"], r["lr"], seed=recipe["data_seed"] + 2,
-                            stop_after=stop_after, progress=progress)
+                            n, r["batch_size"], r["lr"], seed=recipe["data_seed"] + 2,
+                            stop_after=stop_after, progress=progress, warmup=_per_kind(r["warmup"], kind, recipe),
+                            on_step=on_step)
+    if curve is not None and stop_after is None:
+        curve.append((r["steps"], validation_psnr(kind, model, teacher, lcm, recipe)))
     return model.eval().requires_grad_(False), losses
 
 
@@ -175,12 +221,12 @@ def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -
     for kind in KINDS:
         if kind in stages:
             m = load_face_models(recipe, ("teacher", "lcm"))
-            t0 = time.time()
-            model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe)
+            t0, curve = time.time(), []
+            model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe, curve=curve)
             _save(kind, model.state_dict(), {"recipe": stage_recipe(kind, recipe), "losses": losses,
-                                             "seconds": time.time() - t0})
-            print(f"{kind} {time.time() - t0:.0f} s, loss {np.mean(losses[:20]):.4f} -> {np.mean(losses[-20:]):.4f}",
-                  flush=True)
+                                             "curve": curve, "seconds": time.time() - t0})
+            print(f"{kind} {time.time() - t0:.0f} s, loss {np.mean(losses[:20]):.4f} -> {np.mean(losses[-20:]):.4f}, "
+                  f"validation PSNR gain " + " ".join(f"{s}:{v:+.2f}" for s, v in curve), flush=True)
 
 
 def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
