@@ -51,7 +51,7 @@ def test_missing_or_stale_checkpoint_is_refused_naming_the_script(tmp_path, monk
         fp.load_face_models(which=("teacher",))
 
 
-@pytest.mark.skipif(os.environ.get("ICLR25_SLOW") != "1", reason="set ICLR25_SLOW=1 (retrains, about 30 minutes)")
+@pytest.mark.skipif(os.environ.get("ICLR25_SLOW") != "1", reason="set ICLR25_SLOW=1 (retrains, about an hour on one quiet core)")
 def test_the_script_still_makes_the_committed_models(tmp_path, monkeypatch, models):
     monkeypatch.setattr(fp, "WEIGHTS", tmp_path)
     fp.make_checkpoints()

@@ -12,7 +12,12 @@ stages, each model its own float16 file under 2 MB:
    training pairs and seed: InterLCM (``interlcm``: LQ as the state at ``t = 759``, 3 LCM steps), the
    from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM steps from pure noise),
    the DiffBIR-style diffusion restorer (``diffusion``: same encoders on the teacher, epsilon loss,
-   as many network passes) and a regression U-Net (``regression``, same losses and passes).
+   as many network passes), a regression U-Net (``regression``, same losses and passes) and InterLCM
+   trained with the LQ at a later state (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the
+   paper trains its 1-step model separately too), as many steps as InterLCM.
+
+Every restorer's validation curve (PSNR gain over the input on the validation faces) is logged in its
+file's ``meta["curve"]``.
 
 Chapters never retrain silently: a missing file, or one made with another recipe, raises an error
 naming the script.
@@ -34,8 +39,13 @@ from iclr25.diffusion.restore import (PerceptualLoss, Restorer, diffusion_restor
 
 SCRIPT = "python -m iclr25.diffusion.faces_pretrained"
 WEIGHTS = Path(__file__).resolve().parent / "weights"
-KINDS = ("interlcm", "fromnoise", "diffusion", "regression")
-"""The trained restorers (see the module docstring)."""
+KINDS = ("interlcm", "fromnoise", "diffusion", "regression", "interlcm-499", "interlcm-259")
+"""The trained restorers (see the module docstring); ``interlcm-499`` and ``interlcm-259`` are InterLCM's
+encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the paper
+trains its 1-step model separately."""
+STARTS = {"interlcm-499": 2, "interlcm-259": 3}
+"""The LCM step index at which the later-start InterLCM variants place the low-quality image (4-step
+schedule ``[999, 759, 499, 259]``: 2 and 1 network calls)."""
 FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}.pt" for k in KINDS}}
 RECIPE = dict(res=16, channels=(16, 32), init_seed=0, data_seed=0,
               teacher=dict(steps=600, batch_size=32, lr=2e-3, warmup=50),
@@ -136,19 +146,27 @@ def restorer_losses(kind: str, teacher, lcm, recipe: dict = RECIPE):
     model = Restorer(base, seed=recipe["init_seed"])
     if kind == "diffusion":
         return model, lambda hq, lq, g: eps_loss(teacher, model, hq, lq, g)
-    start = r["start"] if kind == "interlcm" else 0
+    start = start_of(kind, recipe)
     return model, lambda hq, lq, g: recon(interlcm_restore(lcm, model, lq, start, r["num_steps"], g), hq)
 
 
+def start_of(kind: str, recipe: dict = RECIPE) -> int:
+    """The LCM step index at which restorer ``kind`` places the low-quality image (0: from pure noise)."""
+    return STARTS.get(kind, recipe["restorer"]["start"] if kind == "interlcm" else 0)
+
+
 def restorer_steps(kind: str, recipe: dict = RECIPE) -> int:
-    """Training steps of ``kind``: equal passes to InterLCM, except the from-noise control (equal steps)."""
+    """Training steps of ``kind``: equal passes to InterLCM, except the from-noise control and the later-start
+    InterLCM variants (equal steps)."""
     return _per_kind(recipe["restorer"]["steps"], kind, recipe)
 
 
 def _per_kind(n: int, kind: str, recipe: dict) -> int:
     """``n`` InterLCM steps in steps of ``kind`` (equal passes; the from-noise control: equal steps)."""
     r = recipe["restorer"]
-    return n if kind in ("interlcm", "fromnoise") else n * r["passes"]["interlcm"] // r["passes"][kind]
+    if kind == "fromnoise" or kind.startswith("interlcm"):
+        return n
+    return n * r["passes"]["interlcm"] // r["passes"][kind]
 
 
 def validation_pairs(res: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -163,14 +181,14 @@ def validation_pairs(res: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.
 def restore(kind: str, model, lq: torch.Tensor, teacher, lcm, recipe: dict = RECIPE,
             generator: torch.Generator | None = None) -> torch.Tensor:
     """The restoration of ``lq`` ``(B, 1, H, W)`` by the trained restorer ``model`` of ``kind`` with its own
-    sampler: InterLCM from step ``start`` (3 LCM calls), the from-noise control (4 LCM calls from noise),
+    sampler: InterLCM from step :func:`start_of` (3, 2 or 1 LCM calls), the from-noise control (4 LCM calls from noise),
     the diffusion restorer (50 DDIM steps from noise), the regression U-Net (one call)."""
     r = recipe["restorer"]
     if kind == "regression":
         return regress(model, lq)
     if kind == "diffusion":
         return diffusion_restore(teacher, model, lq, 50, None, generator)
-    return interlcm_restore(lcm, model, lq, r["start"] if kind == "interlcm" else 0, r["num_steps"], generator)
+    return interlcm_restore(lcm, model, lq, start_of(kind, recipe), r["num_steps"], generator)
 
 
 def validation_psnr(kind: str, model, teacher, lcm, recipe: dict = RECIPE) -> float:
