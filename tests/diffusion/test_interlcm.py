@@ -149,3 +149,25 @@ def test_diffusion_restore_starts_at_the_grid_timestep(unet) -> None:
         diffusion_restore(unet, None, lq, 50, generator=torch.Generator().manual_seed(0))
     h.remove()
     assert n_start == 13 and len(seen) == 50 and seen[0] == 999 and seen[-1] == 19
+
+
+def test_train_restorer_schedule_and_validation_hook_leave_training_unchanged() -> None:
+    """A validation hook that draws from its own generator does not change the run (same losses), the
+    cosine schedule ends at lr 0, and the hook sees every step before it is taken."""
+    from iclr25.diffusion.restore import train_restorer
+
+    def run(hook):
+        torch.manual_seed(0)
+        w = torch.nn.Parameter(torch.randn(4))
+        pairs = lambda n, g: (torch.randn(n, 4, generator=g), torch.randn(n, 4, generator=g))
+        loss = lambda hq, lq, g: ((lq * w - hq) ** 2).mean()
+        return train_restorer(loss, [w], pairs, 6, 3, 1e-2, seed=1, warmup=2, on_step=hook), w.detach().clone()
+
+    seen = []
+    plain, w_plain = run(None)
+    hooked, w_hooked = run(lambda s: seen.append((s, float(torch.randn(3, generator=torch.Generator().manual_seed(s)).sum()))))
+    assert plain == hooked and torch.equal(w_plain, w_hooked)
+    assert [s for s, _ in seen] == list(range(6))
+    from iclr25.common.optim import warmup_cosine
+    f = warmup_cosine(2, 6)
+    assert abs(f(0) - 0.5) < 1e-12 and abs(f(1) - 0.5 * (1 + np.cos(np.pi / 6))) < 1e-12 and abs(f(6)) < 1e-12

@@ -12,7 +12,12 @@ stages, each model its own float16 file under 2 MB:
    training pairs and seed: InterLCM (``interlcm``: LQ as the state at ``t = 759``, 3 LCM steps), the
    from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM steps from pure noise),
    the DiffBIR-style diffusion restorer (``diffusion``: same encoders on the teacher, epsilon loss,
-   as many network passes) and a regression U-Net (``regression``, same losses and passes).
+   as many network passes), a regression U-Net (``regression``, same losses and passes) and InterLCM
+   trained with the LQ at a later state (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the
+   paper trains its 1-step model separately too), as many steps as InterLCM.
+
+Every restorer's validation curve (PSNR gain over the input on the validation faces) is logged in its
+file's ``meta["curve"]``.
 
 Chapters never retrain silently: a missing file, or one made with another recipe, raises an error
 naming the script.
@@ -29,24 +34,31 @@ import torch.nn.functional as F
 
 from iclr25.diffusion.consistency import consistency_distill, make_cond_unet, train_teacher
 from iclr25.diffusion.degrade import augment, degrade_batch, face_split, lfw_faces
-from iclr25.diffusion.restore import (PerceptualLoss, Restorer, eps_loss, interlcm_restore, regress,
-                                      regression_unet, train_restorer)
+from iclr25.diffusion.restore import (PerceptualLoss, Restorer, diffusion_restore, eps_loss, interlcm_restore, psnr,
+                                      regress, regression_unet, train_restorer)
 
 SCRIPT = "python -m iclr25.diffusion.faces_pretrained"
 WEIGHTS = Path(__file__).resolve().parent / "weights"
-KINDS = ("interlcm", "fromnoise", "diffusion", "regression")
-"""The trained restorers (see the module docstring)."""
+KINDS = ("interlcm", "fromnoise", "diffusion", "regression", "interlcm-499", "interlcm-259")
+"""The trained restorers (see the module docstring); ``interlcm-499`` and ``interlcm-259`` are InterLCM's
+encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the paper
+trains its 1-step model separately."""
+STARTS = {"interlcm-499": 2, "interlcm-259": 3}
+"""The LCM step index at which the later-start InterLCM variants place the low-quality image (4-step
+schedule ``[999, 759, 499, 259]``: 2 and 1 network calls)."""
 FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}.pt" for k in KINDS}}
 RECIPE = dict(res=16, channels=(16, 32), init_seed=0, data_seed=0,
               teacher=dict(steps=600, batch_size=32, lr=2e-3, warmup=50),
               lcm=dict(steps=200, batch_size=32, lr=3e-4, skip=20, ema=0.95),
-              restorer=dict(steps=100, batch_size=16, lr=5e-4, perceptual=1.0, start=1, num_steps=4,
-                            passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2)))
+              restorer=dict(steps=800, batch_size=16, lr=2e-3, warmup=20, eval_every=50, perceptual=1.0, start=1,
+                            num_steps=4, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2)))
 """The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
 ``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
 is one); the diffusion restorer and the regression U-Net get as many passes as InterLCM
-(``steps * 4 / passes`` steps), the from-noise control as many *steps* (so more passes)."""
-
+(``steps * 4 / passes`` steps), the from-noise control as many *steps* (so more passes). Every restorer
+has the same schedule in passes: ``lr`` after a warm-up of ``warmup`` InterLCM-equivalent steps, cosine
+decay to 0 at the end; its validation PSNR (:func:`validation_psnr`) is logged every ``eval_every``
+InterLCM-equivalent steps (the curve the budget was chosen from)."""
 
 def train_faces(res: int = 16, seed: int = 0) -> torch.Tensor:
     """The training faces ``(70, 1, res, res)`` (the split of :func:`~iclr25.diffusion.degrade.face_split`)."""
@@ -134,25 +146,77 @@ def restorer_losses(kind: str, teacher, lcm, recipe: dict = RECIPE):
     model = Restorer(base, seed=recipe["init_seed"])
     if kind == "diffusion":
         return model, lambda hq, lq, g: eps_loss(teacher, model, hq, lq, g)
-    start = r["start"] if kind == "interlcm" else 0
+    start = start_of(kind, recipe)
     return model, lambda hq, lq, g: recon(interlcm_restore(lcm, model, lq, start, r["num_steps"], g), hq)
 
 
+def start_of(kind: str, recipe: dict = RECIPE) -> int:
+    """The LCM step index at which restorer ``kind`` places the low-quality image (0: from pure noise)."""
+    return STARTS.get(kind, recipe["restorer"]["start"] if kind == "interlcm" else 0)
+
+
 def restorer_steps(kind: str, recipe: dict = RECIPE) -> int:
-    """Training steps of ``kind``: equal passes to InterLCM, except the from-noise control (equal steps)."""
+    """Training steps of ``kind``: equal passes to InterLCM, except the from-noise control and the later-start
+    InterLCM variants (equal steps)."""
+    return _per_kind(recipe["restorer"]["steps"], kind, recipe)
+
+
+def _per_kind(n: int, kind: str, recipe: dict) -> int:
+    """``n`` InterLCM steps in steps of ``kind`` (equal passes; the from-noise control: equal steps)."""
     r = recipe["restorer"]
-    if kind in ("interlcm", "fromnoise"):
-        return r["steps"]
-    return r["steps"] * r["passes"]["interlcm"] // r["passes"][kind]
+    if kind == "fromnoise" or kind.startswith("interlcm"):
+        return n
+    return n * r["passes"]["interlcm"] // r["passes"][kind]
 
 
-def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int | None = None, progress=None):
-    """Stage 3: train the restorer ``kind`` on the same degraded pairs; returns it (eval) and its losses."""
+def validation_pairs(res: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hq, lq)`` ``(20, 1, res, res)``: the 10 validation faces of :func:`~iclr25.diffusion.degrade.face_split`,
+    each degraded once ``mild`` and once ``severe`` (numpy seed 2000, as the chapter's validation set)."""
+    val = lfw_faces(res)[face_split(seed=seed)["val"]]
+    rng = np.random.default_rng(2000)
+    return torch.cat([val, val]), torch.cat([degrade_batch(val, rng, "mild"), degrade_batch(val, rng, "severe")])
+
+
+@torch.no_grad()
+def restore(kind: str, model, lq: torch.Tensor, teacher, lcm, recipe: dict = RECIPE,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+    """The restoration of ``lq`` ``(B, 1, H, W)`` by the trained restorer ``model`` of ``kind`` with its own
+    sampler: InterLCM from step :func:`start_of` (3, 2 or 1 LCM calls), the from-noise control (4 LCM calls from noise),
+    the diffusion restorer (50 DDIM steps from noise), the regression U-Net (one call)."""
+    r = recipe["restorer"]
+    if kind == "regression":
+        return regress(model, lq)
+    if kind == "diffusion":
+        return diffusion_restore(teacher, model, lq, 50, None, generator)
+    return interlcm_restore(lcm, model, lq, start_of(kind, recipe), r["num_steps"], generator)
+
+
+def validation_psnr(kind: str, model, teacher, lcm, recipe: dict = RECIPE) -> float:
+    """Mean PSNR gain over the degraded input (dB) of ``model`` on :func:`validation_pairs` (sampler noise seed 3000)."""
+    hq, lq = validation_pairs(recipe["res"], recipe["data_seed"])
+    out = restore(kind, model, lq, teacher, lcm, recipe, torch.Generator().manual_seed(3000))
+    return float((psnr(out, hq) - psnr(lq, hq)).mean())
+
+
+def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int | None = None, progress=None,
+                 curve: list | None = None):
+    """Stage 3: train the restorer ``kind`` on the same degraded pairs; returns it (eval) and its losses.
+    With a list ``curve``, appends ``(interlcm_equivalent_step, validation_psnr)`` every ``eval_every``
+    InterLCM-equivalent steps and at the end (the training itself is unchanged)."""
     r = recipe["restorer"]
     model, loss_fn = restorer_losses(kind, teacher, lcm, recipe)
+    every, n = _per_kind(r["eval_every"], kind, recipe), restorer_steps(kind, recipe)
+
+    def on_step(s: int) -> None:
+        if curve is not None and s % every == 0:
+            curve.append((s * r["eval_every"] // every, validation_psnr(kind, model, teacher, lcm, recipe)))
+
     losses = train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
-                            restorer_steps(kind, recipe), r["batch_size"], r["lr"], seed=recipe["data_seed"] + 2,
-                            stop_after=stop_after, progress=progress)
+                            n, r["batch_size"], r["lr"], seed=recipe["data_seed"] + 2,
+                            stop_after=stop_after, progress=progress, warmup=_per_kind(r["warmup"], kind, recipe),
+                            on_step=on_step)
+    if curve is not None and stop_after is None:
+        curve.append((r["steps"], validation_psnr(kind, model, teacher, lcm, recipe)))
     return model.eval().requires_grad_(False), losses
 
 
@@ -175,12 +239,12 @@ def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -
     for kind in KINDS:
         if kind in stages:
             m = load_face_models(recipe, ("teacher", "lcm"))
-            t0 = time.time()
-            model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe)
+            t0, curve = time.time(), []
+            model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe, curve=curve)
             _save(kind, model.state_dict(), {"recipe": stage_recipe(kind, recipe), "losses": losses,
-                                             "seconds": time.time() - t0})
-            print(f"{kind} {time.time() - t0:.0f} s, loss {np.mean(losses[:20]):.4f} -> {np.mean(losses[-20:]):.4f}",
-                  flush=True)
+                                             "curve": curve, "seconds": time.time() - t0})
+            print(f"{kind} {time.time() - t0:.0f} s, loss {np.mean(losses[:20]):.4f} -> {np.mean(losses[-20:]):.4f}, "
+                  f"validation PSNR gain " + " ".join(f"{s}:{v:+.2f}" for s, v in curve), flush=True)
 
 
 def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,

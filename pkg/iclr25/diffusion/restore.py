@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from diffusers import ControlNetModel, UNet2DConditionModel, UNet2DModel
 from diffusers.utils.torch_utils import randn_tensor
 
-from iclr25.common.optim import fit
+from iclr25.common.optim import fit, warmup_cosine
 from iclr25.diffusion.consistency import (CROSS_DIM, NULL_TOKENS, SCHEDULE, alpha_bar, ddim_scheduler,
                                           lcm_scheduler, null_tokens)
 
@@ -150,7 +150,8 @@ class PerceptualLoss(nn.Module):
         return [f / (f.pow(2).sum(1, keepdim=True).sqrt() + 1e-6) for f in feats]
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        fb = [f.detach() for f in self.features(b)]
+        with torch.no_grad():                  # the target's features need no graph (same values)
+            fb = self.features(b)
         return sum(((fa - f) ** 2).mean() for fa, f in zip(self.features(a), fb))
 
 
@@ -171,15 +172,26 @@ def regress(model: UNet2DModel, lq: torch.Tensor) -> torch.Tensor:
 def train_restorer(loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor],
                    params, pairs: Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]],
                    steps: int, batch_size: int = 16, lr: float = 5e-4, seed: int = 0,
-                   stop_after: int | None = None, progress: Callable | None = None) -> list[float]:
-    """Adam (betas (0.9, 0.99) as the paper, gradient norm clipped at 1, constant ``lr``) on
-    ``loss_fn(hq, lq, generator)`` over fresh ``(hq, lq)`` pairs from ``pairs(batch_size, generator)``;
-    returns the loss of every step."""
+                   stop_after: int | None = None, progress: Callable | None = None,
+                   warmup: int | None = None, on_step: Callable[[int], None] | None = None) -> list[float]:
+    """Adam (betas (0.9, 0.99) as the paper, gradient norm clipped at 1) on ``loss_fn(hq, lq, generator)``
+    over fresh ``(hq, lq)`` pairs from ``pairs(batch_size, generator)``; returns the loss of every step.
+
+    The learning rate is ``lr`` throughout (``warmup = None``) or a linear warm-up over ``warmup`` steps
+    and a cosine decay to 0 at ``steps`` (:func:`~iclr25.common.optim.warmup_cosine`). ``on_step(s)``,
+    if given, is called before step ``s`` (e.g. a validation curve; it must not draw from the training
+    generator, so the training run is the same with or without it)."""
     params = [p for p in params if p.requires_grad]
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.99))
     n = steps if stop_after is None else min(steps, stop_after)
-    return fit(params, opt, lambda _: loss_fn(*pairs(batch_size, g), g), n, progress=progress)
+
+    def loss_at(s: int) -> torch.Tensor:
+        if on_step is not None:
+            on_step(s)
+        return loss_fn(*pairs(batch_size, g), g)
+    return fit(params, opt, loss_at, n, progress=progress,
+               lr_lambda=None if warmup is None else warmup_cosine(warmup, steps))
 
 
 def eps_loss(unet: UNet2DConditionModel, restorer: Restorer, hq: torch.Tensor, lq: torch.Tensor,
