@@ -59,6 +59,17 @@ def test_segment_mean_limits():
     assert abs(float(g[5]) - 1 / 50) < 1e-12
 
 
+def test_segment_mean_gradient_is_finite_for_opaque_segments():
+    """exp(x) overflows float32 beyond x = 88: the value and its gradient must stay finite (1/x)."""
+    x = torch.tensor([50.0, 100.0, 1e3, 1e6], requires_grad=True)
+    g = segment_mean(x)
+    g.sum().backward()
+    assert torch.isfinite(x.grad).all()
+    torch.testing.assert_close(g, 1 / x.detach(), rtol=1e-5, atol=0)
+    w, t = render_weights(torch.tensor([[float("inf"), 1.0]]), torch.tensor([[0.5, 0.5]]))
+    assert torch.isfinite(w).all() and float(w[0, 0]) == 1.0
+
+
 def test_single_opaque_voxel_depth(rig):
     """A single very dense voxel: the expected depth is its entry distance along every ray hitting it."""
     occ = torch.zeros((1,) + GRID, dtype=torch.long)

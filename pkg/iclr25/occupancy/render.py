@@ -14,17 +14,23 @@ import torch
 import torch.nn.functional as F
 
 
+SIGMA_MAX = 1e4
+
+
 def segment_mean(x: torch.Tensor) -> torch.Tensor:
     """``g(x) = 1/x - 1/expm1(x)``: the mean stopping point of an exponential clock of rate x
     truncated to [0, 1] (x >= 0, any shape), with its series ``1/2 - x/12`` near 0."""
     xs = x.clamp_min(1e-3)
-    return torch.where(x < 1e-3, 0.5 - x / 12, 1 / xs - 1 / torch.expm1(xs))
+    # 1/expm1(x) written as exp(-x) / (1 - exp(-x)): the same value, and a finite gradient at large x
+    # (the direct form's gradient is inf/inf = NaN once exp(x) overflows)
+    return torch.where(x < 1e-3, 0.5 - x / 12, 1 / xs - torch.exp(-xs) / -torch.expm1(-xs))
 
 
 def render_weights(sigma: torch.Tensor, delta: torch.Tensor):
     """Weights ``w`` (..., S) and final transmittance ``T_N`` (...) of densities ``sigma`` (..., S)
-    over segment lengths ``delta`` (..., S)."""
-    tau = sigma * delta
+    over segment lengths ``delta`` (..., S). Densities are capped at ``SIGMA_MAX`` (opaque within
+    1e-4 voxel): an infinite density would make ``T_i`` NaN (infinity minus infinity)."""
+    tau = sigma.clamp_max(SIGMA_MAX) * delta
     alpha = -torch.expm1(-tau)
     trans = torch.exp(-(torch.cumsum(tau, -1) - tau))
     return trans * alpha, torch.exp(-tau.sum(-1))

@@ -105,7 +105,8 @@ def pretrain(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, rig: Ri
     """Stage 1: rendering losses only (depth, semantics, colour) on the current features (rays of
     the aux frames too when ``rec.aux``, subsampled to as many rays as the current frame alone
     has) and on each forecast frame (its own rays), plus the waypoint L2 loss. The occupancy head
-    is not trained (as in the paper's code, where its loss is multiplied by 0)."""
+    is not trained (as in the paper's code, where its loss is multiplied by 0). A step whose loss is
+    not finite is skipped (and logged as NaN); the committed variants have none."""
     g = torch.Generator().manual_seed(seed)
     render = Renderer(rig, device)
     wsem = class_weights_2d(d, idx).to(device)
@@ -136,11 +137,13 @@ def pretrain(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, rig: Ri
             t = CURRENT + f
             losses.append(frame_loss(model.attr(vols[f]), t, torch.zeros_like(b["shift"][:, t]), b["mask"][:, t], rec.rays))
         loss = torch.stack(losses).mean() + ((wp - b["traj"]) ** 2).sum(-1).mean()
+        if log is not None:
+            log.append(float(loss.detach()))
+        if not torch.isfinite(loss):        # a rare overflow: skip the step (logged as NaN)
+            continue
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if log is not None:
-            log.append(float(loss.detach()))
     return model
 
 

@@ -1,12 +1,13 @@
 """A procedural driving-like voxel world seen by ego-mounted cameras.
 
-Ego-centric grid of ``X x Y x Z`` voxels of 1 m (x forward, y left, z up). A straight road runs
-along x: three lanes (the ego's, a same-direction lane, an oncoming lane), two sidewalks, and
-beyond them buildings, grass and trees. Cars (3 x 2 x 2 voxels) move with lane-determined
-velocity, pedestrians (1 x 1 x 2) with sidewalk-determined velocity, the ego with a per-sequence
-speed in voxels per frame, so every frame is an integer shift of a global map: the ego-centric
-occupancy is exact, and a ray of frame ``t + k`` seen from frame ``t`` is the same ray with its
-voxel indices shifted by the ego displacement.
+Ego-centric grid of ``X x Y x Z`` voxels of 1 m (x forward, y left, z up). A road runs along x
+with a layout drawn per sequence (see :func:`_layout`): its edges on either side of the ego's
+lane, a slow lateral sway, the sidewalk widths, the setbacks of the buildings (random lengths,
+heights and gaps) and trees; sparse cars (3 x 2 x 2 voxels) move with a velocity fixed by the row
+they occupy (same direction, oncoming, parked), pedestrians (1 x 1 x 2) with a sidewalk-determined
+velocity, the ego with a per-sequence speed in voxels per frame, so every frame is an integer shift
+of a global map: the ego-centric occupancy is exact, and a ray of frame ``t + k`` seen from frame
+``t`` is the same ray with its voxel indices shifted by the ego displacement.
 
 Cameras ray-cast the occupancy exactly (voxel traversal): first-hit depth, class and a colour
 image whose intensity falls with depth (the only monocular depth cue besides the ground plane).
@@ -32,10 +33,13 @@ HORIZON = FRAMES[-1]             # number of future frames
 PALETTE = np.array([[0.55, 0.70, 0.95],   # "free" = sky / nothing within range
                     [0.30, 0.30, 0.32], [0.75, 0.70, 0.60], [0.80, 0.35, 0.25],
                     [0.20, 0.60, 0.20], [0.20, 0.35, 0.85], [0.95, 0.80, 0.20]])
-# lane / sidewalk rows (y voxels) and the velocities (voxels per frame, global) of their agents
-LANES = {"ego": (5, 6), "same": (7, 8), "oncoming": (9, 10)}
-LANE_SPEED = {"same": 1, "oncoming": -1}
-SIDEWALKS = {(3, 4): 1, (11, 12): -1}    # pedestrians walk +1 on the right sidewalk, -1 on the left
+# the ego drives in road rows 5 and 6 (y voxels); everything else about the layout is drawn per
+# sequence (see :func:`_layout`). Car velocities (voxels per frame, global) are fixed by the row a
+# car occupies: rows up to SAME_LANE_MAX drive with the ego's direction, rows beyond are oncoming,
+# rows right of the ego lane are parked.
+EGO_ROWS = (5, 6)
+SAME_LANE_MAX = 8
+CAR_SPEED = {"same": 1, "oncoming": -1, "parked": 0}
 
 
 @dataclass(frozen=True)
@@ -184,49 +188,95 @@ def raycast(occ: torch.Tensor, rig: Rig, shift_x: torch.Tensor | None = None):
     return depth, c.long(), hit
 
 
-def _static_map(rng: np.random.Generator, length: int) -> np.ndarray:
-    """Global static map (length, Y, Z) of class ids: ground, buildings, grass and trees."""
+def _layout(rng: np.random.Generator, length: int) -> dict:
+    """Per-sequence road layout along a global strip of ``length`` x voxels.
+
+    Road rows ``[right(x), left(x)]`` always contain the ego rows 5-6; the base edges, a slow
+    lateral sway (the road's curvature, amplitude 0-1 voxel, random period and phase), the two
+    sidewalk widths (1-3) and the two building setbacks (0-3 voxels of grass) are drawn per
+    sequence. Returns ``right``, ``left`` (length,) road edges (inclusive) and the scalars."""
+    right0, left0 = int(rng.integers(2, 6)), int(rng.integers(8, 13))
+    amp = int(rng.integers(0, 2))
+    period, phase = float(rng.uniform(12, 30)), float(rng.uniform(0, 2 * math.pi))
+    sway = np.rint(amp * np.sin(2 * math.pi * np.arange(length) / period + phase)).astype(np.int64)
+    right = np.clip(right0 + sway, 1, EGO_ROWS[0])
+    left = np.clip(left0 + sway, EGO_ROWS[1] + 1, GRID[1] - 2)
+    return dict(right=right, left=left, walk_r=int(rng.integers(1, 4)), walk_l=int(rng.integers(1, 4)),
+                set_r=int(rng.integers(0, 4)), set_l=int(rng.integers(0, 4)))
+
+
+def _static_map(rng: np.random.Generator, length: int, lay: dict) -> np.ndarray:
+    """Global static map (length, Y, Z) of class ids for layout ``lay`` (see :func:`_layout`):
+    road, sidewalks, grass, and beyond each setback runs of buildings (random length and height
+    1-Z), trees (trunk to height Z-1) or open grass."""
     X, Y, Z = length, GRID[1], GRID[2]
     m = np.zeros((X, Y, Z), dtype=np.int64)
     m[:, :, 0] = VEGETATION
-    m[:, 3:5, 0] = SIDEWALK
-    m[:, 11:13, 0] = SIDEWALK
-    m[:, 5:11, 0] = ROAD
-    for zone in (slice(0, 3), slice(13, 16)):
+    ys = np.arange(Y)
+    for x in range(X):
+        r, l = lay["right"][x], lay["left"][x]
+        m[x, (ys >= r) & (ys <= l), 0] = ROAD
+        m[x, (ys >= r - lay["walk_r"]) & (ys < r), 0] = SIDEWALK
+        m[x, (ys > l) & (ys <= l + lay["walk_l"]), 0] = SIDEWALK
+    for side in ("r", "l"):
         x = 0
         while x < X:
-            seg = int(rng.integers(3, 7))
+            seg = int(rng.integers(3, 8))
             kind = rng.random()
-            if kind < 0.6:
-                h = int(rng.integers(2, Z + 1))
-                m[x:x + seg, zone, :h] = BUILDING
-            else:
-                for xt in range(x + 1, min(x + seg, X), 3):
-                    yt = zone.start + int(rng.integers(0, 3))
-                    m[xt, yt, :Z - 1] = VEGETATION
-            x += seg + int(rng.integers(0, 2))
+            h = int(rng.integers(1, Z + 1))
+            for xx in range(x, min(x + seg, X)):
+                if side == "r":
+                    y_in = lay["right"][xx] - lay["walk_r"] - lay["set_r"]          # first row beyond
+                    zone = ys < y_in
+                else:
+                    y_in = lay["left"][xx] + lay["walk_l"] + lay["set_l"]
+                    zone = ys > y_in
+                if kind < 0.5:
+                    m[xx, zone, :h] = BUILDING
+                elif kind < 0.8 and (xx - x) % 3 == 1:
+                    rows = np.nonzero(zone)[0]
+                    if len(rows):
+                        yt = rows[-1] if side == "r" else rows[0]
+                        m[xx, yt, :Z - 1] = VEGETATION
+            x += seg + int(rng.integers(0, 3))
     return m
 
 
-def _movers(rng: np.random.Generator, lo: int, hi: int) -> list[tuple[int, int, int, int, int, int]]:
-    """Agents as (x0 global, y, length, width, cls, velocity)."""
+def _movers(rng: np.random.Generator, lo: int, hi: int, lay: dict) -> list[tuple[int, int, int, int, int, int]]:
+    """Sparse agents as (x0 global, y, length, width, cls, velocity): cars (3 x 2) in rows drawn
+    within the road left of the ego lane (velocity by row: same direction up to ``SAME_LANE_MAX``,
+    oncoming beyond), parked cars right of the ego lane where the road is wide enough, and
+    pedestrians on the sidewalks (velocity +1 on the right one, -1 on the left one)."""
     agents = []
-    for lane in ("same", "oncoming"):
-        x = lo + int(rng.integers(0, 6))
+    left, right = int(lay["left"].min()), int(lay["right"].max())
+    groups = [("moving", EGO_ROWS[1] + 1, left - 1)]
+    if right <= EGO_ROWS[0] - 2:
+        groups.append(("parked", int(lay["right"].min()), EGO_ROWS[0] - 2))
+    for kind, y_lo, y_hi in groups:
+        if y_hi < y_lo:
+            continue
+        x = lo + int(rng.integers(0, 16))
         while x < hi:
-            agents.append((x, LANES[lane][0], 3, 2, CAR, LANE_SPEED[lane]))
-            x += 3 + int(rng.integers(3, 9))
-    for (y0, y1), v in SIDEWALKS.items():
-        x = lo + int(rng.integers(0, 5))
+            y = int(rng.integers(y_lo, y_hi + 1))
+            v = 0 if kind == "parked" else CAR_SPEED["same" if y <= SAME_LANE_MAX else "oncoming"]
+            agents.append((x, y, 3, 2, CAR, v))
+            x += 3 + int(rng.integers(4, 20))
+    for side in ("r", "l"):
+        x = lo + int(rng.integers(0, 12))
         while x < hi:
-            agents.append((x, int(rng.integers(y0, y1 + 1)), 1, 1, PEDESTRIAN, v))
-            x += int(rng.integers(4, 10))
+            xr = int(np.clip(x, 0, len(lay["right"]) - 1))
+            y = (int(lay["right"][xr]) - 1 - int(rng.integers(0, lay["walk_r"])) if side == "r"
+                 else int(lay["left"][xr]) + 1 + int(rng.integers(0, lay["walk_l"])))
+            agents.append((x, y, 1, 1, PEDESTRIAN, 1 if side == "r" else -1))
+            x += int(rng.integers(6, 20))
     return agents
 
 
 def make_sequences(n: int, seed: int, speeds: tuple = (0, 1, 2), frames: tuple = FRAMES) -> dict:
     """``n`` sequences of ego-centric occupancy (n, T, X, Y, Z) over frame offsets ``frames``.
 
+    Every sequence draws its own layout (road offset, width and sway, sidewalks, setbacks,
+    buildings and trees) and sparse agents, so a voxel's class is not predictable from its position.
     Returns a dict with ``occ`` (long), ``speed`` (n,) ego voxels per frame (uniform over
     ``speeds``), ``state`` (n, 2) the ego state (its last two displacements, scaled by 1/2),
     ``traj`` (n, K, 2) future ego waypoints in the current frame (K future frames)."""
@@ -239,8 +289,9 @@ def make_sequences(n: int, seed: int, speeds: tuple = (0, 1, 2), frames: tuple =
     span = X + max(speeds) * (fmax - fmin) + 8
     for s in range(n):
         v = int(speed[s])
-        static = _static_map(rng, span)
-        agents = _movers(rng, -3 * (fmax - fmin) - 4, span + 3 * (fmax - fmin) + 4)
+        lay = _layout(rng, span)
+        static = _static_map(rng, span, lay)
+        agents = _movers(rng, -3 * (fmax - fmin) - 4, span + 3 * (fmax - fmin) + 4, lay)
         for ti, f in enumerate(frames):
             ex = 4 + v * (f - fmin)                       # global x of the grid's start at frame f
             g = static[ex:ex + X].copy()
