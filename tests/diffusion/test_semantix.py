@@ -125,17 +125,24 @@ def test_identity_routing_equals_diffusers_attention(unet):
     assert torch.allclose(unet(x, 100).sample, ref, atol=1e-6)
 
 
-def test_zero_guidance_and_empty_window_return_the_context(unet):
+def _transfer_inputs(unet, seed):
+    """A tiny context/reference pair, its stored-noise inversion, trajectory features and colours, and a
+    random correspondence (the inputs of ``guided_transfer``)."""
     sched = inversion_schedule(6)
-    g = torch.Generator().manual_seed(5)
+    g = torch.Generator().manual_seed(seed)
     ctx, ref = (torch.rand(2, 3, 8, 8, generator=g) * 2 - 1 for _ in range(2))
     xs_c, zs_c = ddpm_invert(unet, sched, ctx, g)
     xs_r = noisy_versions(sched, ref, g)
     fc = trajectory_features(unet, sched, xs_c, NAMES, 4)
     fr = trajectory_features(unet, sched, xs_r, NAMES, 4)
     cr = trajectory_colours(unet, sched, xs_r, 4)
-    w = EnergyWeights.stack([dict(style=1.0, spatial=0.5, semantic=0.2, colour=5.0)] * 2)
     idx = torch.randint(0, 16, (2, 16), generator=g)
+    return sched, ctx, xs_c, zs_c, xs_r, fc, fr, cr, idx
+
+
+def test_zero_guidance_and_empty_window_return_the_context(unet):
+    sched, ctx, xs_c, zs_c, xs_r, fc, fr, cr, idx = _transfer_inputs(unet, 5)
+    w = EnergyWeights.stack([dict(style=1.0, spatial=0.5, semantic=0.2, colour=5.0)] * 2)
     out, e = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.zeros(2), 2, NAMES, 4, cr, smooth=3)
     assert (out - ctx).abs().max() < 1e-3 and e.shape == (4, 2)
     moved, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.full((2,), 0.2), 2, NAMES, 4, cr)
@@ -233,16 +240,8 @@ def test_colour_energy_token_weights():
 def test_per_sample_window_smoothing_and_gradient_steps(unet):
     """A batch with per-sample window, low-pass and gradient steps equals the runs one sample at a time; two
     gradient steps with zero step size are still the identity, and two steps of eta move further than one."""
-    sched = inversion_schedule(6)
-    g = torch.Generator().manual_seed(7)
-    ctx, ref = (torch.rand(2, 3, 8, 8, generator=g) * 2 - 1 for _ in range(2))
-    xs_c, zs_c = ddpm_invert(unet, sched, ctx, g)
-    xs_r = noisy_versions(sched, ref, g)
-    fc = trajectory_features(unet, sched, xs_c, NAMES, 4)
-    fr = trajectory_features(unet, sched, xs_r, NAMES, 4)
-    cr = trajectory_colours(unet, sched, xs_r, 4)
+    sched, ctx, xs_c, zs_c, xs_r, fc, fr, cr, idx = _transfer_inputs(unet, 7)
     w = EnergyWeights.stack([dict(style=1.0, spatial=0.5, colour=5.0)] * 2)
-    idx = torch.randint(0, 16, (2, 16), generator=g)
     eta = torch.full((2,), 0.2)
     batch, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, torch.tensor([2, 4]), NAMES, 4, cr,
                                smooth=torch.tensor([1, 3]), n_grad=torch.tensor([1, 2]))
