@@ -40,7 +40,8 @@ tuning run's data seed), steps, batch, labelled rays per sample and frame, learn
 VARIANTS = {**{f"main-s{s}": dict(seed=s, data="main", pool=160, aux=True) for s in range(5)},
             "tune": dict(seed=100, data="tune", pool=160, aux=True),
             **{f"noaux-s{s}": dict(seed=s, data="main", pool=160, aux=False) for s in range(3)},
-            **{f"pool16-s{s}": dict(seed=s, data="main", pool=16, aux=True) for s in range(3)}}
+            **{f"pool16-s{s}": dict(seed=s, data="main", pool=16, aux=True) for s in range(3)},
+            **{f"pool64-s{s}": dict(seed=s, data="main", pool=64, aux=True) for s in range(3)}}
 """Every committed variant: initial-weight / batch seed, data set, number of pre-training sequences
 (the first ``pool`` of the data), and whether the aux frames' rays are used (temporal supervision)."""
 
