@@ -99,3 +99,16 @@ def test_stale_finetuned_model_or_tuning_is_refused_naming_the_script(tmp_path):
         pt.load_finetuned("3D-only", 0, ft={**pt.FT, "batch": 1})
     with pytest.raises(FileNotFoundError, match="occupancy.pretrained finetuned"):
         pt.load_finetuned("3D-only", 0, path=tmp_path / "none.pt")
+
+
+def test_make_finetuned_leaves_no_global_state(monkeypatch):
+    def body(*a):
+        assert torch.get_num_threads() == pt.FT["threads"]
+        raise KeyboardInterrupt
+    monkeypatch.setattr(pt, "_make_finetuned", body)
+    torch.set_num_threads(3)
+    with pytest.raises(KeyboardInterrupt):
+        pt.make_finetuned()
+    assert torch.get_num_threads() == 3
+    x = torch.tensor([1e-39])          # a denormal survives: flushing is off again
+    assert float(x * 1.0) > 0

@@ -167,8 +167,18 @@ def make_finetuned(ft: dict = FT, recipe: dict = RECIPE, what: str = "all") -> N
     :data:`TUNING`; then (``"all", "final"``) train and save each regime's final models
     ``preworld-ft-{regime}-s{seed}.pt`` and the 100 %-label 3D-only model ``preworld-ft-ceiling-s0.pt``
     (:func:`train_ceiling`, learning rate of the tuned 3D-only model)."""
+    prev = torch.get_num_threads()
     torch.set_num_threads(ft["threads"])
-    torch.set_flush_denormal(ft["flush_denormal"])
+    if torch.set_flush_denormal(ft["flush_denormal"]) != ft["flush_denormal"]:
+        raise RuntimeError("this CPU cannot flush denormals: the files would differ from the committed ones")
+    try:
+        _make_finetuned(ft, recipe, what)
+    finally:                                     # leave no global state behind
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(prev)
+
+
+def _make_finetuned(ft: dict, recipe: dict, what: str) -> None:
     if what in ("all", "tune"):
         data, val = _data(VARIANTS["tune"], recipe), _val(ft)
         curves = {r: {} for r in REGIMES}
