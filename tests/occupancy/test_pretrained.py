@@ -112,3 +112,11 @@ def test_make_finetuned_leaves_no_global_state(monkeypatch):
     assert torch.get_num_threads() == 3
     x = torch.tensor([1e-39])          # a denormal survives: flushing is off again
     assert float(x * 1.0) > 0
+
+
+def test_finetuned_model_from_another_stage1_model_is_refused(tmp_path):
+    ckpt = torch.load(pt.WEIGHTS / "preworld-ft-PreWorld-s0.pt", map_location="cpu", weights_only=True)
+    ckpt["meta"]["start"] = "0" * 64
+    torch.save(ckpt, tmp_path / "stale.pt")
+    with pytest.raises(RuntimeError, match="another stage-1 model"):
+        pt.load_finetuned("PreWorld", 0, path=tmp_path / "stale.pt")

@@ -22,6 +22,7 @@ evaluation seeds with the chosen recipe (:func:`train_final`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -189,7 +190,8 @@ def _make_finetuned(ft: dict, recipe: dict, what: str) -> None:
                 c["seconds"] = time.time() - start
                 curves[regime][str(lr)] = {k: ({str(s): x for s, x in val_.items()} if isinstance(val_, dict) else val_)
                                            for k, val_ in c.items()}
-                TUNING.write_text(json.dumps({"ft": _jsonable(ft), "recipe": recipe, "curves": curves}, indent=1))
+                TUNING.write_text(json.dumps({"ft": _jsonable(ft), "recipe": recipe, "start": stage1_sha("tune"),
+                                              "curves": curves}, indent=1))
     if what in ("all", "final"):                  # seed 0 of both regimes and the ceiling first (what ci needs)
         curves = load_tuning(ft, recipe)
         data, val = _data(VARIANTS["main-s0"], recipe), _val(ft)
@@ -204,9 +206,15 @@ def _make_finetuned(ft: dict, recipe: dict, what: str) -> None:
                 lr, steps = chosen(regime, curves)
                 (model, losses), extra = train_final(regime, s, lr, steps, ft, data), {}
             meta = {"ft": _jsonable(ft), "recipe": dict(recipe), "regime": regime, "seed": s, "lr": lr,
-                    "steps": steps, "losses": losses, "seconds": time.time() - start, **extra}
+                    "steps": steps, "losses": losses, "seconds": time.time() - start, **extra,
+                    "start": stage1_sha(f"main-s{s}") if regime == "PreWorld" else None}
             torch.save({"state_dict": model.state_dict(), "meta": meta}, WEIGHTS / f"preworld-ft-{regime}-s{s}.pt")
             print(f"final {regime} s{s} (lr {lr:g}, {steps} steps): {time.time() - start:.0f} s {extra}", flush=True)
+
+
+def stage1_sha(name: str) -> str:
+    """sha256 of the committed stage-1 file ``name`` (what a PreWorld fine-tuning started from)."""
+    return hashlib.sha256((WEIGHTS / f"preworld-{name}.pt").read_bytes()).hexdigest()
 
 
 def _jsonable(ft: dict) -> dict:
@@ -215,11 +223,12 @@ def _jsonable(ft: dict) -> dict:
 
 def load_tuning(ft: dict = FT, recipe: dict = RECIPE) -> dict:
     """The committed validation curves ``{regime: {str(lr): {"scores": {str(step): score}, "now",
-    "future", "losses", "seconds"}}}``; refuses a missing or stale file naming the script."""
+    "future", "losses", "seconds"}}}``; refuses a missing or stale file (another grid, recipe, or
+    tuning stage-1 model) naming the script."""
     if not TUNING.is_file():
         raise FileNotFoundError(f"no committed tuning curves at {TUNING}: make them with `{SCRIPT} finetuned`")
     j = json.loads(TUNING.read_text())
-    if j["ft"] != _jsonable(ft) or j["recipe"] != dict(recipe):
+    if j["ft"] != _jsonable(ft) or j["recipe"] != dict(recipe) or j.get("start") != stage1_sha("tune"):
         raise RuntimeError(f"{TUNING} was made with {j['ft']} / {j['recipe']}, the package now says {ft} / {recipe}: "
                            f"regenerate it with `{SCRIPT} finetuned`")
     return j["curves"]
@@ -229,7 +238,7 @@ def load_finetuned(regime: str, seed: int, device: torch.device | str = "cpu", f
                    recipe: dict = RECIPE, path: Path | None = None) -> tuple[WorldModel, dict]:
     """The committed final model of ``regime`` and evaluation seed ``seed`` (fine-tuned with the
     recipe the committed tuning curves choose) and its metadata; refuses a missing file, or one
-    made with another grid, recipe or choice, naming the script."""
+    made with another grid, recipe, choice or (PreWorld) stage-1 starting model, naming the script."""
     path = Path(path) if path is not None else WEIGHTS / f"preworld-ft-{regime}-s{seed}.pt"
     if not path.is_file():
         raise FileNotFoundError(f"no committed fine-tuned model at {path}: make it with `{SCRIPT} finetuned`")
@@ -238,6 +247,9 @@ def load_finetuned(regime: str, seed: int, device: torch.device | str = "cpu", f
     lr, steps = chosen(regime if regime != "ceiling" else "3D-only", load_tuning(ft, recipe))
     if regime == "ceiling":
         steps = m["steps"]                                   # its own choice, on the same grid
+    if regime == "PreWorld" and m.get("start") != stage1_sha(f"main-s{seed}"):
+        raise RuntimeError(f"{path} was fine-tuned from another stage-1 model than the committed "
+                           f"preworld-main-s{seed}.pt: regenerate it with `{SCRIPT} finetuned`")
     if m["ft"] != _jsonable(ft) or m["recipe"] != dict(recipe) or (m["lr"], m["steps"]) != (lr, steps):
         raise RuntimeError(f"{path} was made with lr {m['lr']:g}, {m['steps']} steps under {m['ft']}; the committed "
                            f"tuning now chooses lr {lr:g}, {steps} steps under {ft}: regenerate it with "
