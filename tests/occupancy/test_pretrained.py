@@ -43,3 +43,80 @@ def test_the_script_still_makes_the_committed_model():
     _, meta = pt.load_pretrained("main-s0")
     model, ls = pt.train_variant("main-s0")
     np.testing.assert_allclose(ls[-10:], meta["losses"][-10:], rtol=1e-2)
+
+
+# --- stage 2: the committed tuning curves and the tuned, fine-tuned models -------------------------------
+
+def _finals():
+    return [(r, s) for r in pt.REGIMES for s in pt.FT["seeds"]] + [("ceiling", 0)]
+
+
+def test_committed_finetuned_files_are_small_load_and_follow_the_tuning():
+    curves = pt.load_tuning()
+    total = 0
+    for regime, s in _finals():
+        path = pt.WEIGHTS / f"preworld-ft-{regime}-s{s}.pt"
+        assert path.is_file(), f"missing {path}: run `{pt.SCRIPT} finetuned`"
+        assert path.stat().st_size <= 2_000_000
+        total += path.stat().st_size
+        _, meta = pt.load_finetuned(regime, s)
+        if regime != "ceiling":
+            assert (meta["lr"], meta["steps"]) == pt.chosen(regime, curves) and len(meta["losses"]) == meta["steps"]
+        else:       # its own choice: the best validated step of its run
+            assert str(meta["steps"]) == max(meta["scores"], key=meta["scores"].get)
+    assert total + pt.TUNING.stat().st_size < 5_000_000
+    for regime in pt.REGIMES:      # every learning rate was run, validated on grid points only
+        assert set(curves[regime]) == {str(lr) for lr in pt.FT["lrs"]}
+        for c in curves[regime].values():
+            assert set(c["scores"]) <= {str(s) for s in pt.FT["evals"]}
+            assert all(abs(0.5 * (c["now"][k] + c["future"][k]) - v) < 1e-9 for k, v in c["scores"].items())
+
+
+def test_chosen_is_the_best_validated_grid_point():
+    curves = {"3D-only": {"0.003": {"scores": {"200": 30.0, "400": 35.0}},
+                          "0.01": {"scores": {"200": 33.0, "400": 34.0, "800": 34.5}}}}
+    assert pt.chosen("3D-only", curves) == (0.003, 400)
+
+
+def test_first_finetuning_steps_reproduce_the_recorded_losses():
+    curves = pt.load_tuning()
+    for regime, s in (("3D-only", 0), ("PreWorld", 1)):
+        _, meta = pt.load_finetuned(regime, s)
+        _, ls = pt.train_final(regime, s, meta["lr"], meta["steps"], stop_after=3)
+        np.testing.assert_allclose(ls, meta["losses"][:3], rtol=2e-3)
+    lr = pt.FT["lrs"][0]
+    c = pt.tune("PreWorld", lr, stop_after=3)
+    np.testing.assert_allclose(c["losses"], curves["PreWorld"][str(lr)]["losses"][:3], rtol=2e-3)
+    _, meta = pt.load_finetuned("ceiling", 0)
+    _, _, ls = pt.train_ceiling(meta["lr"], stop_after=3)
+    np.testing.assert_allclose(ls, meta["losses"][:3], rtol=2e-3)
+
+
+def test_stale_finetuned_model_or_tuning_is_refused_naming_the_script(tmp_path):
+    with pytest.raises(RuntimeError, match="occupancy.pretrained finetuned"):
+        pt.load_tuning(ft={**pt.FT, "evals": (1,)})
+    with pytest.raises(RuntimeError, match="occupancy.pretrained finetuned"):
+        pt.load_finetuned("3D-only", 0, ft={**pt.FT, "batch": 1})
+    with pytest.raises(FileNotFoundError, match="occupancy.pretrained finetuned"):
+        pt.load_finetuned("3D-only", 0, path=tmp_path / "none.pt")
+
+
+def test_make_finetuned_leaves_no_global_state(monkeypatch):
+    def body(*a):
+        assert torch.get_num_threads() == pt.FT["threads"]
+        raise KeyboardInterrupt
+    monkeypatch.setattr(pt, "_make_finetuned", body)
+    torch.set_num_threads(3)
+    with pytest.raises(KeyboardInterrupt):
+        pt.make_finetuned()
+    assert torch.get_num_threads() == 3
+    x = torch.tensor([1e-39])          # a denormal survives: flushing is off again
+    assert float(x * 1.0) > 0
+
+
+def test_finetuned_model_from_another_stage1_model_is_refused(tmp_path):
+    ckpt = torch.load(pt.WEIGHTS / "preworld-ft-PreWorld-s0.pt", map_location="cpu", weights_only=True)
+    ckpt["meta"]["start"] = "0" * 64
+    torch.save(ckpt, tmp_path / "stale.pt")
+    with pytest.raises(RuntimeError, match="another stage-1 model"):
+        pt.load_finetuned("PreWorld", 0, path=tmp_path / "stale.pt")

@@ -1,7 +1,9 @@
-"""The committed stage-1 (2D-rendering) pre-trained world models of the PreWorld chapter
-(``weights/preworld-*.pt``).
+"""The committed world models of the PreWorld chapter (``weights/preworld-*.pt``): the stage-1
+(2D-rendering) pre-trained models, the fine-tuning grid's validation curves
+(``weights/preworld-tuning.json``) and the tuned, fine-tuned models at 10 % 3D labels.
 
 >>> model, meta = load_pretrained("main-s0")      # WorldModel after stage 1, and its recipe and losses
+>>> model, meta = load_finetuned("3D-only", 0)    # tuned 3D-only model of evaluation seed 0
 
 Made by ``python -m iclr25.occupancy.pretrained`` (deterministic on one CPU thread): for each
 variant of :data:`VARIANTS`, a :class:`~iclr25.occupancy.model.WorldModel` initialised with the
@@ -10,17 +12,25 @@ the first ``pool`` sequences of ``build_data(RECIPE["pool"], RECIPE["data_seed"]
 variant on its own data). Pre-training does not depend on the 3D-label fraction, so these are
 shared by every fine-tuning. Chapters never retrain them silently: a missing file, or one made
 with another recipe, raises an error naming the script.
+
+The same script then tunes stage 2 (fine-tuning; from scratch for the 3D-only baseline) on the
+grid :data:`FT` (learning rates x step counts, the steps validated inside one run per learning
+rate) on the tuning run's own data, initial weights and batches, selecting the mean of current and
+future mIoU on validation sequences (:func:`tune`), and trains each regime's final models for the
+evaluation seeds with the chosen recipe (:func:`train_final`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from pathlib import Path
 
 import torch
 
 from .model import WorldModel
-from .train import Recipe, build_data, pretrain
+from .train import Recipe, build_data, finetune, pretrain, scores_of, predict, selection_score
 from .world import make_rig
 
 SCRIPT = "python -m iclr25.occupancy.pretrained"
@@ -31,9 +41,222 @@ tuning run's data seed), steps, batch, labelled rays per sample and frame, learn
 VARIANTS = {**{f"main-s{s}": dict(seed=s, data="main", pool=160, aux=True) for s in range(5)},
             "tune": dict(seed=100, data="tune", pool=160, aux=True),
             **{f"noaux-s{s}": dict(seed=s, data="main", pool=160, aux=False) for s in range(3)},
-            **{f"pool16-s{s}": dict(seed=s, data="main", pool=16, aux=True) for s in range(3)}}
+            **{f"pool16-s{s}": dict(seed=s, data="main", pool=16, aux=True) for s in range(3)},
+            **{f"pool64-s{s}": dict(seed=s, data="main", pool=64, aux=True) for s in range(3)}}
 """Every committed variant: initial-weight / batch seed, data set, number of pre-training sequences
 (the first ``pool`` of the data), and whether the aux frames' rays are used (temporal supervision)."""
+
+
+FT = dict(lrs=(3e-3, 1e-2), evals=(200, 400, 800, 1600, 3200), patience=2, batch=8, n_3d=16,
+          n_val=64, val_seed=2, seeds=(0, 1, 2, 3, 4), threads=1, flush_denormal=True)
+"""Stage-2 grid and final runs: learning rates, validated step counts (one run per learning rate;
+a run stops early once ``patience`` consecutive validations fall below its best, the same rule for
+both regimes), batch, labelled sequences (the first ``n_3d`` of the pool: 10 %), validation set
+(``build_data(n_val, val_seed)``), evaluation seeds, torch threads of these runs, and whether they
+flush denormal floats to zero (speed only: a confident model's softmax makes probabilities below
+1e-38, and denormal arithmetic made late steps 2-3x slower)."""
+REGIMES = ("3D-only", "PreWorld")
+
+
+def _val(ft: dict = FT) -> dict:
+    return build_data(ft["n_val"], ft["val_seed"], make_rig())
+
+
+def _start_model(regime: str, seed: int | None) -> WorldModel:
+    """The initial model of a stage-2 run: random weights of ``seed`` (3D-only) or the committed
+    stage-1 model (PreWorld; ``seed=None``: the tuning variant)."""
+    if regime == "3D-only":
+        torch.manual_seed(VARIANTS["tune"]["seed"] if seed is None else seed)
+        return WorldModel(make_rig())
+    return load_pretrained("tune" if seed is None else f"main-s{seed}")[0]
+
+
+def tune(regime: str, lr: float, ft: dict = FT, data: dict | None = None, val: dict | None = None,
+         stop_after: int | None = None) -> dict:
+    """One tuning run of ``regime`` at learning rate ``lr``: stage 2 on the tuning data's labelled
+    sequences with the tuning seed, validated at every step count of ``ft["evals"]`` (stopping
+    early by the patience rule). Returns ``{"scores": {step: score}, "now": {...}, "future":
+    {...}, "losses": [...]}``."""
+    seed = VARIANTS["tune"]["seed"]
+    d = _data(VARIANTS["tune"]) if data is None else data
+    v = _val(ft) if val is None else val
+    model = _start_model(regime, None)
+    out = {"scores": {}, "now": {}, "future": {}, "losses": []}
+    best, bad = -1.0, 0
+
+    class Stop(Exception):
+        pass
+
+    def on_eval(step, m):
+        nonlocal best, bad
+        pred, wp = predict(m, v, torch.device("cpu"))
+        r = scores_of(pred, v, wp)
+        out["scores"][step], out["now"][step], out["future"][step] = selection_score(r), r["miou_now"], r["miou_future"]
+        print(f"  tune {regime} lr {lr:g} step {step}: {out['scores'][step]:.2f}", flush=True)
+        best, bad = (out["scores"][step], 0) if out["scores"][step] > best else (best, bad + 1)
+        if bad >= ft["patience"]:
+            raise Stop
+
+    steps = max(ft["evals"]) if stop_after is None else stop_after
+    try:
+        finetune(model, d, torch.arange(ft["n_3d"]), Recipe(lr=lr, steps=steps, batch=ft["batch"]), seed,
+                 torch.device("cpu"), log=out["losses"], callback=(on_eval, ft["evals"]))
+    except Stop:
+        pass
+    return out
+
+
+def chosen(regime: str, curves: dict) -> tuple[float, int]:
+    """The grid point (lr, steps) with the best validation score of ``regime``."""
+    pts = [(float(lr), int(st)) for lr, c in curves[regime].items() for st in c["scores"]]
+    return max(pts, key=lambda p: curves[regime][str(p[0])]["scores"][str(p[1])])
+
+
+def train_final(regime: str, seed: int, lr: float, steps: int, ft: dict = FT, data: dict | None = None,
+                stop_after: int | None = None) -> tuple[WorldModel, list[float]]:
+    """A final stage-2 model of ``regime`` for evaluation seed ``seed``: the chosen recipe on the
+    labelled sequences of the main pool; returns the model and every step's loss."""
+    d = _data(VARIANTS["main-s0"]) if data is None else data
+    model = _start_model(regime, seed)
+    log: list[float] = []
+    finetune(model, d, torch.arange(ft["n_3d"]), Recipe(lr=lr, steps=steps if stop_after is None else stop_after,
+                                                        batch=ft["batch"]), seed, torch.device("cpu"), log=log)
+    return model, log
+
+
+TUNING = WEIGHTS / "preworld-tuning.json"
+
+
+def train_ceiling(lr: float, ft: dict = FT, data: dict | None = None, val: dict | None = None,
+                  stop_after: int | None = None) -> tuple[WorldModel, dict, list[float]]:
+    """The headroom reference: the 3D-only model with 3D labels on every sequence of the main pool
+    (evaluation seed 0, learning rate ``lr``), validated on the grid's step counts with the same
+    patience rule, best state kept. Returns the model, ``{step: score}`` and every step's loss."""
+    d = _data(VARIANTS["main-s0"]) if data is None else data
+    v = _val(ft) if val is None else val
+    model = _start_model("3D-only", 0)
+    log: list[float] = []
+    scores, best = {}, [-1.0, None, 0]
+
+    class Stop(Exception):
+        pass
+
+    def on_eval(step, m):
+        pred, wp = predict(m, v, torch.device("cpu"))
+        scores[step] = selection_score(scores_of(pred, v, wp))
+        print(f"  ceiling step {step}: {scores[step]:.2f}", flush=True)
+        if scores[step] > best[0]:
+            best[:] = [scores[step], {k: x.clone() for k, x in m.state_dict().items()}, 0]
+        else:
+            best[2] += 1
+            if best[2] >= ft["patience"]:
+                raise Stop
+
+    steps = max(ft["evals"]) if stop_after is None else stop_after
+    try:
+        finetune(model, d, torch.arange(len(d["occ"])), Recipe(lr=lr, steps=steps, batch=ft["batch"]), 0,
+                 torch.device("cpu"), log=log, callback=(on_eval, ft["evals"]))
+    except Stop:
+        pass
+    if best[1] is not None:
+        model.load_state_dict(best[1])
+    return model, scores, log
+
+
+def make_finetuned(ft: dict = FT, recipe: dict = RECIPE, what: str = "all") -> None:
+    """Run the tuning grid (``what`` in ``"all", "tune"``) and save the curves to
+    :data:`TUNING`; then (``"all", "final"``) train and save each regime's final models
+    ``preworld-ft-{regime}-s{seed}.pt`` and the 100 %-label 3D-only model ``preworld-ft-ceiling-s0.pt``
+    (:func:`train_ceiling`, learning rate of the tuned 3D-only model)."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(ft["threads"])
+    if torch.set_flush_denormal(ft["flush_denormal"]) != ft["flush_denormal"]:
+        raise RuntimeError("this CPU cannot flush denormals: the files would differ from the committed ones")
+    try:
+        _make_finetuned(ft, recipe, what)
+    finally:                                     # leave no global state behind
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(prev)
+
+
+def _make_finetuned(ft: dict, recipe: dict, what: str) -> None:
+    if what in ("all", "tune"):
+        data, val = _data(VARIANTS["tune"], recipe), _val(ft)
+        curves = {r: {} for r in REGIMES}
+        for regime in REGIMES:
+            for lr in ft["lrs"]:
+                start = time.time()
+                c = tune(regime, lr, ft, data, val)
+                c["seconds"] = time.time() - start
+                curves[regime][str(lr)] = {k: ({str(s): x for s, x in val_.items()} if isinstance(val_, dict) else val_)
+                                           for k, val_ in c.items()}
+                TUNING.write_text(json.dumps({"ft": _jsonable(ft), "recipe": recipe, "start": stage1_sha("tune"),
+                                              "curves": curves}, indent=1))
+    if what in ("all", "final"):                  # seed 0 of both regimes and the ceiling first (what ci needs)
+        curves = load_tuning(ft, recipe)
+        data, val = _data(VARIANTS["main-s0"], recipe), _val(ft)
+        jobs = [(r, ft["seeds"][0]) for r in REGIMES] + [("ceiling", 0)] + [(r, s) for s in ft["seeds"][1:] for r in REGIMES]
+        for regime, s in jobs:
+            start = time.time()
+            if regime == "ceiling":
+                lr = chosen("3D-only", curves)[0]
+                model, scores, losses = train_ceiling(lr, ft, data, val)
+                steps, extra = max(scores, key=scores.get), {"scores": {str(k): x for k, x in scores.items()}}
+            else:
+                lr, steps = chosen(regime, curves)
+                (model, losses), extra = train_final(regime, s, lr, steps, ft, data), {}
+            meta = {"ft": _jsonable(ft), "recipe": dict(recipe), "regime": regime, "seed": s, "lr": lr,
+                    "steps": steps, "losses": losses, "seconds": time.time() - start, **extra,
+                    "start": stage1_sha(f"main-s{s}") if regime == "PreWorld" else None}
+            torch.save({"state_dict": model.state_dict(), "meta": meta}, WEIGHTS / f"preworld-ft-{regime}-s{s}.pt")
+            print(f"final {regime} s{s} (lr {lr:g}, {steps} steps): {time.time() - start:.0f} s {extra}", flush=True)
+
+
+def stage1_sha(name: str) -> str:
+    """sha256 of the committed stage-1 file ``name`` (what a PreWorld fine-tuning started from)."""
+    return hashlib.sha256((WEIGHTS / f"preworld-{name}.pt").read_bytes()).hexdigest()
+
+
+def _jsonable(ft: dict) -> dict:
+    return json.loads(json.dumps(ft))
+
+
+def load_tuning(ft: dict = FT, recipe: dict = RECIPE) -> dict:
+    """The committed validation curves ``{regime: {str(lr): {"scores": {str(step): score}, "now",
+    "future", "losses", "seconds"}}}``; refuses a missing or stale file (another grid, recipe, or
+    tuning stage-1 model) naming the script."""
+    if not TUNING.is_file():
+        raise FileNotFoundError(f"no committed tuning curves at {TUNING}: make them with `{SCRIPT} finetuned`")
+    j = json.loads(TUNING.read_text())
+    if j["ft"] != _jsonable(ft) or j["recipe"] != dict(recipe) or j.get("start") != stage1_sha("tune"):
+        raise RuntimeError(f"{TUNING} was made with {j['ft']} / {j['recipe']}, the package now says {ft} / {recipe}: "
+                           f"regenerate it with `{SCRIPT} finetuned`")
+    return j["curves"]
+
+
+def load_finetuned(regime: str, seed: int, device: torch.device | str = "cpu", ft: dict = FT,
+                   recipe: dict = RECIPE, path: Path | None = None) -> tuple[WorldModel, dict]:
+    """The committed final model of ``regime`` and evaluation seed ``seed`` (fine-tuned with the
+    recipe the committed tuning curves choose) and its metadata; refuses a missing file, or one
+    made with another grid, recipe, choice or (PreWorld) stage-1 starting model, naming the script."""
+    path = Path(path) if path is not None else WEIGHTS / f"preworld-ft-{regime}-s{seed}.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"no committed fine-tuned model at {path}: make it with `{SCRIPT} finetuned`")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    m = ckpt["meta"]
+    lr, steps = chosen(regime if regime != "ceiling" else "3D-only", load_tuning(ft, recipe))
+    if regime == "ceiling":
+        steps = m["steps"]                                   # its own choice, on the same grid
+    if regime == "PreWorld" and m.get("start") != stage1_sha(f"main-s{seed}"):
+        raise RuntimeError(f"{path} was fine-tuned from another stage-1 model than the committed "
+                           f"preworld-main-s{seed}.pt: regenerate it with `{SCRIPT} finetuned`")
+    if m["ft"] != _jsonable(ft) or m["recipe"] != dict(recipe) or (m["lr"], m["steps"]) != (lr, steps):
+        raise RuntimeError(f"{path} was made with lr {m['lr']:g}, {m['steps']} steps under {m['ft']}; the committed "
+                           f"tuning now chooses lr {lr:g}, {steps} steps under {ft}: regenerate it with "
+                           f"`{SCRIPT} finetuned`")
+    model = WorldModel(make_rig())
+    model.load_state_dict(ckpt["state_dict"])
+    return model.to(device), m
 
 
 def _data(variant: dict, recipe: dict = RECIPE) -> dict:
@@ -95,4 +318,11 @@ def load_pretrained(name: str, device: torch.device | str = "cpu", recipe: dict 
 
 if __name__ == "__main__":
     import sys
-    make_checkpoints(names=tuple(sys.argv[1:]) or None)
+    args = sys.argv[1:]
+    if not args:                                   # everything: stage 1, then the tuning grid and final models
+        make_checkpoints()
+        make_finetuned()
+    elif args[0] in ("finetuned", "tune", "final"):
+        make_finetuned(what={"finetuned": "all"}.get(args[0], args[0]))
+    else:
+        make_checkpoints(names=tuple(args))

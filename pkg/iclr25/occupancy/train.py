@@ -154,10 +154,12 @@ def occ_loss(logits: list, occ: torch.Tensor, weight: torch.Tensor) -> torch.Ten
 
 
 def finetune(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, seed: int, device: torch.device,
-             val: dict | None = None, log: list | None = None) -> tuple[WorldModel, dict]:
+             val: dict | None = None, log: list | None = None, callback: tuple | None = None
+             ) -> tuple[WorldModel, dict]:
     """Stage 2 (or the 3D-only baseline from scratch): 3D occupancy loss on the current and future
     frames of the labelled sequences ``idx`` plus the waypoint L2 loss; rendering off. Validates
-    at ``rec.evals`` on ``val`` and returns the best state and ``{step: score}``."""
+    at ``rec.evals`` on ``val`` and returns the best state and ``{step: score}``. ``callback =
+    (fn, steps)`` calls ``fn(step, model)`` after each of those steps (it may raise to stop)."""
     g = torch.Generator().manual_seed(seed)
     w = class_weights_3d(d, idx).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=rec.lr, weight_decay=rec.weight_decay)
@@ -174,6 +176,8 @@ def finetune(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, seed: i
         opt.step()
         if log is not None:
             log.append(float(loss.detach()))
+        if callback is not None and step in callback[1]:
+            callback[0](step, model)
         if val is not None and step in rec.evals:
             r = evaluate(model, val, device)
             scores[step] = selection_score(r)
