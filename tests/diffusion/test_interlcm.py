@@ -109,6 +109,19 @@ def test_degradation_identity_and_determinism() -> None:
     assert torch.equal(a, b) and psnr(a, faces).mean() < psnr(mild[None], faces[:1]).mean()
 
 
+def test_mild_and_severe_split_every_training_range_in_two() -> None:
+    from iclr25.diffusion.degrade import SEVERITY
+
+    tr, mild, sev = SEVERITY["train"], SEVERITY["mild"], SEVERITY["severe"]
+    assert tr["r"] == (1.0, 4.0)                         # the design's downsampling range, up to 4 x
+    for k in tr:
+        lo, hi = tr[k]
+        a, b = (mild, sev) if k != "jpeg" else (sev, mild)   # a low JPEG quality is the severe half
+        assert a[k][0] == lo and b[k][1] == hi
+        assert abs(a[k][1] - (lo + hi) / 2) <= 0.5 and abs(b[k][0] - (lo + hi) / 2) <= 0.5
+        assert a[k][1] <= b[k][0]
+
+
 def test_metrics_agree_with_skimage() -> None:
     from skimage.metrics import peak_signal_noise_ratio
 

@@ -60,10 +60,11 @@ class Degradation:
     jpeg: int
 
 
-#: Ranges of the random degradations: ``mild`` and ``severe`` halves of the training range.
-SEVERITY = {"train": dict(sigma=(0.3, 2.0), r=(1.0, 3.0), noise=(0.0, 0.08), jpeg=(40, 95)),
-            "mild": dict(sigma=(0.3, 1.0), r=(1.0, 1.8), noise=(0.0, 0.04), jpeg=(70, 95)),
-            "severe": dict(sigma=(1.0, 2.0), r=(1.8, 3.0), noise=(0.04, 0.08), jpeg=(40, 70))}
+#: Ranges of the random degradations (the brief's scaled CodeFormer ranges: downsampling up to 4 x):
+#: ``mild`` and ``severe`` are the lower and upper halves of every training range.
+SEVERITY = {"train": dict(sigma=(0.3, 2.0), r=(1.0, 4.0), noise=(0.0, 0.08), jpeg=(40, 95)),
+            "mild": dict(sigma=(0.3, 1.15), r=(1.0, 2.5), noise=(0.0, 0.04), jpeg=(68, 95)),
+            "severe": dict(sigma=(1.15, 2.0), r=(2.5, 4.0), noise=(0.04, 0.08), jpeg=(40, 67))}
 
 
 def random_degradation(rng: np.random.Generator, severity: str = "train") -> Degradation:

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from iclr25.diffusion.consistency import consistency_distill, make_cond_unet, train_teacher
-from iclr25.diffusion.degrade import augment, degrade_batch, face_split, lfw_faces
+from iclr25.diffusion.degrade import SEVERITY, augment, degrade_batch, face_split, lfw_faces
 from iclr25.diffusion.restore import (PerceptualLoss, Restorer, diffusion_restore, eps_loss, interlcm_restore, psnr,
                                       regress, regression_unet, train_restorer)
 
@@ -51,14 +51,17 @@ RECIPE = dict(res=16, channels=(16, 32), init_seed=0, data_seed=0,
               teacher=dict(steps=600, batch_size=32, lr=2e-3, warmup=50),
               lcm=dict(steps=200, batch_size=32, lr=3e-4, skip=20, ema=0.95),
               restorer=dict(steps=800, batch_size=16, lr=2e-3, warmup=20, eval_every=50, perceptual=1.0, start=1,
-                            num_steps=4, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2)))
+                            num_steps=4, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2),
+                            degradation=SEVERITY["train"]))
 """The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
 ``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
 is one); the diffusion restorer and the regression U-Net get as many passes as InterLCM
 (``steps * 4 / passes`` steps), the from-noise control as many *steps* (so more passes). Every restorer
 has the same schedule in passes: ``lr`` after a warm-up of ``warmup`` InterLCM-equivalent steps, cosine
 decay to 0 at the end; its validation PSNR (:func:`validation_psnr`) is logged every ``eval_every``
-InterLCM-equivalent steps (the curve the budget was chosen from)."""
+InterLCM-equivalent steps (the curve the budget was chosen from). ``restorer.degradation`` records the
+training degradation ranges (:data:`~iclr25.diffusion.degrade.SEVERITY`), so restorers trained on other
+ranges are refused as stale."""
 
 def train_faces(res: int = 16, seed: int = 0) -> torch.Tensor:
     """The training faces ``(70, 1, res, res)`` (the split of :func:`~iclr25.diffusion.degrade.face_split`)."""
