@@ -71,39 +71,51 @@ def _start_model(regime: str, seed: int | None) -> WorldModel:
     return load_pretrained("tune" if seed is None else f"main-s{seed}")[0]
 
 
-def tune(regime: str, lr: float, ft: dict = FT, data: dict | None = None, val: dict | None = None,
-         stop_after: int | None = None) -> dict:
-    """One tuning run of ``regime`` at learning rate ``lr``: stage 2 on the tuning data's labelled
-    sequences with the tuning seed, validated at every step count of ``ft["evals"]`` (stopping
-    early by the patience rule). Returns ``{"scores": {step: score}, "now": {...}, "future":
-    {...}, "losses": [...]}``."""
-    seed = VARIANTS["tune"]["seed"]
-    d = _data(VARIANTS["tune"]) if data is None else data
-    v = _val(ft) if val is None else val
-    model = _start_model(regime, None)
+def _patient_run(model: WorldModel, d: dict, idx: torch.Tensor, lr: float, seed: int, ft: dict, val: dict,
+                 steps: int, label: str, keep_best: bool = False) -> dict:
+    """Stage 2 of ``model`` on the sequences ``idx`` of ``d``, validated on ``val`` at every step
+    count of ``ft["evals"]`` and stopped once ``ft["patience"]`` consecutive validations fall below the
+    best (the grid's one patience rule). Returns ``{"scores", "now", "future": {step: value},
+    "losses": [...]}``; with ``keep_best`` the model ends in its best validated state."""
     out = {"scores": {}, "now": {}, "future": {}, "losses": []}
-    best, bad = -1.0, 0
+    best = {"score": -1.0, "bad": 0, "state": None}
 
     class Stop(Exception):
         pass
 
     def on_eval(step, m):
-        nonlocal best, bad
-        pred, wp = predict(m, v, torch.device("cpu"))
-        r = scores_of(pred, v, wp)
+        pred, wp = predict(m, val, torch.device("cpu"))
+        r = scores_of(pred, val, wp)
         out["scores"][step], out["now"][step], out["future"][step] = selection_score(r), r["miou_now"], r["miou_future"]
-        print(f"  tune {regime} lr {lr:g} step {step}: {out['scores'][step]:.2f}", flush=True)
-        best, bad = (out["scores"][step], 0) if out["scores"][step] > best else (best, bad + 1)
-        if bad >= ft["patience"]:
-            raise Stop
+        print(f"  {label} step {step}: {out['scores'][step]:.2f}", flush=True)
+        if out["scores"][step] > best["score"]:
+            best.update(score=out["scores"][step], bad=0,
+                        state={k: x.clone() for k, x in m.state_dict().items()} if keep_best else None)
+        else:
+            best["bad"] += 1
+            if best["bad"] >= ft["patience"]:
+                raise Stop
 
-    steps = max(ft["evals"]) if stop_after is None else stop_after
     try:
-        finetune(model, d, torch.arange(ft["n_3d"]), Recipe(lr=lr, steps=steps, batch=ft["batch"]), seed,
-                 torch.device("cpu"), log=out["losses"], callback=(on_eval, ft["evals"]))
+        finetune(model, d, idx, Recipe(lr=lr, steps=steps, batch=ft["batch"]), seed, torch.device("cpu"),
+                 log=out["losses"], callback=(on_eval, ft["evals"]))
     except Stop:
         pass
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
     return out
+
+
+def tune(regime: str, lr: float, ft: dict = FT, data: dict | None = None, val: dict | None = None,
+         stop_after: int | None = None) -> dict:
+    """One tuning run of ``regime`` at learning rate ``lr``: stage 2 on the tuning data's labelled
+    sequences with the tuning seed, validated at every step count of ``ft["evals"]`` (stopping
+    early by the patience rule of ``_patient_run``). Returns ``{"scores": {step: score}, "now":
+    {...}, "future": {...}, "losses": [...]}``."""
+    d = _data(VARIANTS["tune"]) if data is None else data
+    return _patient_run(_start_model(regime, None), d, torch.arange(ft["n_3d"]), lr, VARIANTS["tune"]["seed"], ft,
+                        _val(ft) if val is None else val, max(ft["evals"]) if stop_after is None else stop_after,
+                        f"tune {regime} lr {lr:g}")
 
 
 def chosen(regime: str, curves: dict) -> tuple[float, int]:
@@ -133,34 +145,10 @@ def train_ceiling(lr: float, ft: dict = FT, data: dict | None = None, val: dict 
     (evaluation seed 0, learning rate ``lr``), validated on the grid's step counts with the same
     patience rule, best state kept. Returns the model, ``{step: score}`` and every step's loss."""
     d = _data(VARIANTS["main-s0"]) if data is None else data
-    v = _val(ft) if val is None else val
     model = _start_model("3D-only", 0)
-    log: list[float] = []
-    scores, best = {}, [-1.0, None, 0]
-
-    class Stop(Exception):
-        pass
-
-    def on_eval(step, m):
-        pred, wp = predict(m, v, torch.device("cpu"))
-        scores[step] = selection_score(scores_of(pred, v, wp))
-        print(f"  ceiling step {step}: {scores[step]:.2f}", flush=True)
-        if scores[step] > best[0]:
-            best[:] = [scores[step], {k: x.clone() for k, x in m.state_dict().items()}, 0]
-        else:
-            best[2] += 1
-            if best[2] >= ft["patience"]:
-                raise Stop
-
-    steps = max(ft["evals"]) if stop_after is None else stop_after
-    try:
-        finetune(model, d, torch.arange(len(d["occ"])), Recipe(lr=lr, steps=steps, batch=ft["batch"]), 0,
-                 torch.device("cpu"), log=log, callback=(on_eval, ft["evals"]))
-    except Stop:
-        pass
-    if best[1] is not None:
-        model.load_state_dict(best[1])
-    return model, scores, log
+    out = _patient_run(model, d, torch.arange(len(d["occ"])), lr, 0, ft, _val(ft) if val is None else val,
+                       max(ft["evals"]) if stop_after is None else stop_after, "ceiling", keep_best=True)
+    return model, out["scores"], out["losses"]
 
 
 def make_finetuned(ft: dict = FT, recipe: dict = RECIPE, what: str = "all") -> None:
