@@ -79,6 +79,25 @@ def late_mean(curve, lo: float = 0.75, hi: float = 1.0) -> float:
     return float(c[(frac >= lo - 1e-9) & (frac <= hi + 1e-9), 1].mean())
 
 
+def plateau_change(curve) -> float:
+    """The windowed plateau statistic of a validation curve: mean gain over the last quarter of the budget minus
+    the mean over 25-50 % (the learning rate still at least half its peak there); a model at a plateau moves by
+    less than the noise of one validation evaluation. Averaging 5 points per window replaces the earlier
+    two-point rule (the gain at 75 % minus the gain at 25 %), which single sampler draws made noisy."""
+    return late_mean(curve, 0.75, 1.0) - late_mean(curve, 0.25, 0.5)
+
+
+def grid_log() -> dict:
+    """The committed learning-rate grid of the diffusion restorer (``weights/faces-diffusion-grid.json``, written by
+    the ``m4-grid`` sub-command): ``{lr: {"curve", "late_mean", "seconds", "loss_first_last"}}``, rates ascending."""
+    import json
+
+    path = WEIGHTS / GRID_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"no committed learning-rate grid at {path}: make it with `{SCRIPT} m4-grid`")
+    return {v["lr"]: v for v in json.loads(path.read_text()).values()}
+
+
 def lr_for(kind: str, recipe: dict = RECIPE) -> float:
     """The peak learning rate of restorer ``kind``: ``restorer.lr_of[kind]`` if set, else ``restorer.lr``."""
     r = recipe["restorer"]
