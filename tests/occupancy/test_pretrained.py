@@ -3,6 +3,7 @@ loadable, refused (naming the script) when missing or stale, and still what
 ``python -m iclr25.occupancy.pretrained`` makes (first steps of one variant; the whole run of one
 variant with ICLR25_SLOW=1)."""
 
+import json
 import os
 
 import numpy as np
@@ -65,6 +66,9 @@ def test_committed_finetuned_files_are_small_load_and_follow_the_tuning():
         else:       # its own choice: the best validated step of its run
             assert str(meta["steps"]) == max(meta["scores"], key=meta["scores"].get)
     assert total + pt.TUNING.stat().st_size < 7_000_000      # 21 finals (10 seeds x 2 regimes + ceiling) and the curves
+    assert "seeds" not in json.loads(pt.TUNING.read_text())["ft"]      # the tuning records no evaluation seed
+    folder = sum(f.stat().st_size for f in pt.WEIGHTS.iterdir())
+    assert folder < 13_000_000, f"weights/ holds {folder / 1e6:.1f} MB: each added seed costs ~0.9 MB"
     for regime in pt.REGIMES:      # every learning rate was run, validated on grid points only
         assert set(curves[regime]) == {str(lr) for lr in pt.FT["lrs"]}
         for c in curves[regime].values():
