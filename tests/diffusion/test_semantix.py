@@ -256,3 +256,58 @@ def test_per_sample_window_smoothing_and_gradient_steps(unet):
     d1, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, 2, NAMES, 4, cr, n_grad=1)
     d2, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, 2, NAMES, 4, cr, n_grad=2)
     assert ((d2 - ctx).norm() > (d1 - ctx).norm()).item()
+
+
+def test_attention_probs_are_diffusers_attention_weights(unet):
+    """attention_probs equals diffusers' own Attention.get_attention_scores, and the weights times the
+    values (output projection, residual) reproduce the layer's output under the default processor."""
+    from iclr25.diffusion.attention import attention_probs
+
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(9))
+    name = attention_layers(unet)[0]
+    attn = unet.get_submodule(name)
+    seen = {}
+    handle = attn.register_forward_hook(lambda m, args, out: seen.update(inp=args[0], out=out))
+    try:
+        unet(x, 100)
+    finally:
+        handle.remove()
+    inp, out = seen["inp"], seen["out"]
+    b, c, hh, ww = inp.shape
+    h = attn.group_norm(inp.view(b, c, -1)).transpose(1, 2)
+    p = attention_probs(attn, h, h)
+    ref = attn.get_attention_scores(attn.head_to_batch_dim(attn.to_q(h)), attn.head_to_batch_dim(attn.to_k(h)))
+    assert torch.allclose(p.reshape(ref.shape), ref, atol=1e-6)
+    assert torch.allclose(p.sum(-1), torch.ones_like(p.sum(-1)), atol=1e-5)
+    v = attn.to_v(h).view(b, -1, attn.heads, c // attn.heads).transpose(1, 2)
+    o = (p @ v).transpose(1, 2).reshape(b, -1, c)
+    o = attn.to_out[1](attn.to_out[0](o)).transpose(1, 2).reshape(b, c, hh, ww)
+    if attn.residual_connection:
+        o = o + inp
+    assert torch.allclose(o / attn.rescale_output_factor, out, atol=1e-5)
+
+
+def test_attention_match_is_the_argmax_of_the_layers_weights(unet):
+    """attention_match averages the cross-image weights of the layers at the token grid and takes the argmax;
+    a key image equal to the query image, with the same noise, is each token's self-attention."""
+    from iclr25.diffusion.attention import attention_probs
+    from iclr25.diffusion.transfer import attention_match, noised
+
+    g = torch.Generator().manual_seed(3)
+    xq, xk = (torch.rand(2, 3, 8, 8, generator=g) * 2 - 1 for _ in range(2))
+    size = 4                                           # the 8 x 8 test U-Net's attention levels: 4 x 4 and 2 x 2
+    idx = attention_match(unet, xq, xk, 50, size, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+    assert idx.shape == (2, size * size) and int(idx.min()) >= 0 and int(idx.max()) < size * size
+    hq, hk = {}, {}
+    for x, gs, rec in ((xq, 1, hq), (xk, 2, hk)):
+        r = AttentionRecorder()
+        set_attention_controller(unet, r)
+        unet(noised(x, 50, torch.Generator().manual_seed(gs)), 50)
+        rec.update(r.states)
+    reset_attention(unet)
+    layers = [n for n in hq if hq[n].shape[1] == size * size]
+    assert layers
+    probs = sum(attention_probs(unet.get_submodule(n), hq[n], hk[n]).mean(1) for n in layers)
+    assert torch.equal(idx, probs.argmax(-1))
+    # attention layers are left as diffusers' defaults
+    assert all(type(unet.get_submodule(n).processor).__name__ == "AttnProcessor2_0" for n in attention_layers(unet))

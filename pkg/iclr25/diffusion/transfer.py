@@ -26,7 +26,8 @@ from typing import Callable, Sequence
 import torch
 from diffusers import DDIMScheduler, UNet2DModel
 
-from iclr25.diffusion.attention import AttentionRecorder, KVInjection, reset_attention, set_attention_controller
+from iclr25.diffusion.attention import (AttentionRecorder, KVInjection, attention_probs, reset_attention,
+                                        set_attention_controller)
 from iclr25.diffusion.features import FeatureHook, to_tokens
 from iclr25.diffusion.guidance import energy_and_gradient, energy_guided_eps, guidance_direction
 from iclr25.diffusion.inversion import alpha_bar, unet_eps
@@ -62,11 +63,43 @@ def matching_descriptors(unet: UNet2DModel, x0: torch.Tensor, t: int, names: Seq
     """Descriptors for semantic correspondence: the :func:`~iclr25.diffusion.semantix.joint_features`
     of ``unet`` at ``x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps`` (noise from the CPU generator
     ``g``), ``(B, size^2, sum C_l)`` with unit norm per location. ``x0`` ``(B, C, H, W)``."""
+    with FeatureHook(unet, names) as feats:
+        unet(noised(x0, t, g), t)
+    return joint_features(layer_tokens(feats, names, size))
+
+
+def noised(x0: torch.Tensor, t: int, g: torch.Generator) -> torch.Tensor:
+    """``x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps`` of the training schedule, noise from the CPU
+    generator ``g``; ``x0`` ``(B, C, H, W)``."""
     a = alpha_bar_train(t)
     eps = torch.randn(x0.shape, generator=g).to(x0)
-    with FeatureHook(unet, names) as feats:
-        unet(a.sqrt() * x0 + (1 - a).sqrt() * eps, t)
-    return joint_features(layer_tokens(feats, names, size))
+    return a.sqrt() * x0 + (1 - a).sqrt() * eps
+
+
+@torch.no_grad()
+def attention_match(unet: UNet2DModel, x_query: torch.Tensor, x_key: torch.Tensor, t: int, size: int,
+                    g_query: torch.Generator, g_key: torch.Generator) -> torch.Tensor:
+    """Correspondence from the U-Net's own self-attention: the partners attention injection
+    (:func:`kv_injection_transfer`) reads. Both images ``(B, C, H, W)`` are :func:`noised` to ``t``
+    (noise from ``g_query``, ``g_key``, as in :func:`matching_descriptors`), every attention layer's
+    normalised input is recorded, and at each layer with ``size^2`` tokens the query image's queries
+    attend to the key image's keys (:func:`~iclr25.diffusion.attention.attention_probs`, temperature 1,
+    heads averaged). ``m(i) = argmax_j`` of the weights averaged over those layers, ``(B, size^2)``
+    indices into the key image's tokens. No position term: attention has none."""
+    states = []
+    try:
+        for x, g in ((x_query, g_query), (x_key, g_key)):
+            rec = AttentionRecorder()
+            set_attention_controller(unet, rec)
+            unet(noised(x, t, g), t)
+            states.append(rec.states)
+    finally:
+        reset_attention(unet)
+    layers = [n for n, h in states[0].items() if h.shape[1] == size * size]
+    if not layers:
+        raise ValueError(f"no attention layer with {size}^2 tokens")
+    probs = sum(attention_probs(unet.get_submodule(n), states[0][n], states[1][n]).mean(1) for n in layers)
+    return probs.argmax(dim=-1)
 
 
 def alpha_bar_train(t: int) -> torch.Tensor:
