@@ -288,16 +288,16 @@ def test_attention_probs_are_diffusers_attention_weights(unet):
 
 
 def test_attention_match_is_the_argmax_of_the_layers_weights(unet):
-    """attention_match averages the cross-image weights of the layers at the token grid and takes the argmax;
-    a key image equal to the query image, with the same noise, is each token's self-attention."""
+    """attention_weights: each layer's cross-image weights, resampled to the token grid with rows summing to 1 (a
+    coarse layer's row constant over its block); attention_match takes the argmax of their sum."""
     from iclr25.diffusion.attention import attention_probs
-    from iclr25.diffusion.transfer import attention_match, noised
+    from iclr25.diffusion.transfer import attention_match, attention_weights, noised
 
     g = torch.Generator().manual_seed(3)
     xq, xk = (torch.rand(2, 3, 8, 8, generator=g) * 2 - 1 for _ in range(2))
     size = 4                                           # the 8 x 8 test U-Net's attention levels: 4 x 4 and 2 x 2
-    idx = attention_match(unet, xq, xk, 50, size, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
-    assert idx.shape == (2, size * size) and int(idx.min()) >= 0 and int(idx.max()) < size * size
+    w = attention_weights(unet, xq, xk, 50, size, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+    assert set(w) == set(attention_layers(unet))
     hq, hk = {}, {}
     for x, gs, rec in ((xq, 1, hq), (xk, 2, hk)):
         r = AttentionRecorder()
@@ -305,9 +305,15 @@ def test_attention_match_is_the_argmax_of_the_layers_weights(unet):
         unet(noised(x, 50, torch.Generator().manual_seed(gs)), 50)
         rec.update(r.states)
     reset_attention(unet)
-    layers = [n for n in hq if hq[n].shape[1] == size * size]
-    assert layers
-    probs = sum(attention_probs(unet.get_submodule(n), hq[n], hk[n]).mean(1) for n in layers)
-    assert torch.equal(idx, probs.argmax(-1))
-    # attention layers are left as diffusers' defaults
+    for n, p in w.items():
+        assert p.shape == (2, size * size, size * size)
+        assert torch.allclose(p.sum(-1), torch.ones(2, size * size), atol=1e-5)
+        direct = attention_probs(unet.get_submodule(n), hq[n], hk[n]).mean(1)
+        if hq[n].shape[1] == size * size:
+            assert torch.allclose(p, direct, atol=1e-6)
+        else:                                          # 2 x 2 tokens: token (0, 0) covers fine tokens 0, 1, 4, 5
+            assert torch.allclose(p[:, 0], p[:, 5], atol=1e-7)
+            assert torch.allclose(p[:, 0, [0, 1, 4, 5]].sum(-1), direct[:, 0, 0], atol=1e-6)
+    fine = [n for n in w if hq[n].shape[1] == size * size]
+    assert torch.equal(attention_match(w, fine), sum(w[n] for n in fine).argmax(-1))
     assert all(type(unet.get_submodule(n).processor).__name__ == "AttnProcessor2_0" for n in attention_layers(unet))

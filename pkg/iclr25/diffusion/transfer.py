@@ -20,6 +20,7 @@ a *feature set*.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -77,15 +78,16 @@ def noised(x0: torch.Tensor, t: int, g: torch.Generator) -> torch.Tensor:
 
 
 @torch.no_grad()
-def attention_match(unet: UNet2DModel, x_query: torch.Tensor, x_key: torch.Tensor, t: int, size: int,
-                    g_query: torch.Generator, g_key: torch.Generator) -> torch.Tensor:
-    """Correspondence from the U-Net's own self-attention: the partners attention injection
-    (:func:`kv_injection_transfer`) reads. Both images ``(B, C, H, W)`` are :func:`noised` to ``t``
-    (noise from ``g_query``, ``g_key``, as in :func:`matching_descriptors`), every attention layer's
-    normalised input is recorded, and at each layer with ``size^2`` tokens the query image's queries
-    attend to the key image's keys (:func:`~iclr25.diffusion.attention.attention_probs`, temperature 1,
-    heads averaged). ``m(i) = argmax_j`` of the weights averaged over those layers, ``(B, size^2)``
-    indices into the key image's tokens. No position term: attention has none."""
+def attention_weights(unet: UNet2DModel, x_query: torch.Tensor, x_key: torch.Tensor, t: int, size: int,
+                      g_query: torch.Generator, g_key: torch.Generator) -> dict[str, torch.Tensor]:
+    """Cross-image attention weights of every attention layer of ``unet``: the partners attention
+    injection (:func:`kv_injection_transfer`) reads. Both images ``(B, C, H, W)`` are :func:`noised` to
+    ``t`` (noise from ``g_query``, ``g_key``, as in :func:`matching_descriptors`), every layer's
+    normalised input is recorded, and the query image's queries attend to the key image's keys
+    (:func:`~iclr25.diffusion.attention.attention_probs`, temperature 1, heads averaged). Returns
+    ``{layer name: (B, size^2, size^2)}``: a layer with ``s^2`` tokens (``s`` dividing ``size``) gives
+    each query token its ``(size/s)^2`` block's row and spreads each key token's weight equally over
+    its block, so every row still sums to 1."""
     states = []
     try:
         for x, g in ((x_query, g_query), (x_key, g_key)):
@@ -95,11 +97,23 @@ def attention_match(unet: UNet2DModel, x_query: torch.Tensor, x_key: torch.Tenso
             states.append(rec.states)
     finally:
         reset_attention(unet)
-    layers = [n for n, h in states[0].items() if h.shape[1] == size * size]
-    if not layers:
-        raise ValueError(f"no attention layer with {size}^2 tokens")
-    probs = sum(attention_probs(unet.get_submodule(n), states[0][n], states[1][n]).mean(1) for n in layers)
-    return probs.argmax(dim=-1)
+    out = {}
+    for name, h_q in states[0].items():
+        p = attention_probs(unet.get_submodule(name), h_q, states[1][name]).mean(1)     # (B, s^2, s^2)
+        b, s = p.shape[0], math.isqrt(p.shape[1])
+        r = size // s
+        if r * s != size:
+            raise ValueError(f"layer {name}: {s} x {s} tokens do not divide {size}")
+        p = p.view(b, s, s, s * s).repeat_interleave(r, 1).repeat_interleave(r, 2).reshape(b, size * size, s, s)
+        out[name] = p.repeat_interleave(r, 2).repeat_interleave(r, 3).reshape(b, size * size, size * size) / r ** 2
+    return out
+
+
+def attention_match(weights: dict[str, torch.Tensor], layers: Sequence[str]) -> torch.Tensor:
+    """Correspondence from attention: ``m(i) = argmax_j`` of the :func:`attention_weights` summed over
+    ``layers``, ``(B, size^2)`` indices into the key image's tokens (no position term: attention has
+    none; within a coarse layer's block, ties go to the lowest index)."""
+    return sum(weights[n] for n in layers).argmax(dim=-1)
 
 
 def alpha_bar_train(t: int) -> torch.Tensor:
