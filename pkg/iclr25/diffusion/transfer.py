@@ -274,15 +274,15 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
 @torch.no_grad()
 def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tensor, zs_ctx: torch.Tensor,
                           xs_ref: torch.Tensor, gamma: torch.Tensor, tau: torch.Tensor,
-                          window: torch.Tensor) -> torch.Tensor:
+                          window: torch.Tensor, layers: set[str] | None = None) -> torch.Tensor:
     """Attention key/value injection (StyleID / Cross-Image-Attention-like) on the inverted context.
 
     At step ``i`` the reference's and the context's trajectories ``xs_ref[i]``, ``xs_ctx[i]`` are run
     to record every attention layer's input; then the output is run with its keys and values taken
     from the reference, its queries blended with the context's (``gamma`` ``(B,)``) and the logits
     scaled by ``tau`` ``(B,)`` (:class:`~iclr25.diffusion.attention.KVInjection`), for the samples with
-    ``i < window_b`` (``window`` ``(B,)``, in steps); the step uses the context's noise map. Returns
-    ``(B, C, H, W)``."""
+    ``i < window_b`` (``window`` ``(B,)``, in steps), at every attention layer or only at ``layers``
+    (names); the step uses the context's noise map. Returns ``(B, C, H, W)``."""
     x = xs_ctx[0]
     try:
         for i, t in enumerate(sched.timesteps):
@@ -293,7 +293,7 @@ def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch
             set_attention_controller(unet, rec_ctx)
             unet(xs_ctx[i], t)
             active = (i < window).to(x.device)
-            set_attention_controller(unet, KVInjection(rec_ref.states, rec_ctx.states, gamma, tau, active))
+            set_attention_controller(unet, KVInjection(rec_ref.states, rec_ctx.states, gamma, tau, active, layers))
             eps = unet(x, t).sample
             x = sched.step(eps, t, x, eta=1.0, variance_noise=zs_ctx[i]).prev_sample
     finally:
