@@ -80,8 +80,10 @@ def noised(x0: torch.Tensor, t: int, g: torch.Generator) -> torch.Tensor:
 @torch.no_grad()
 def attention_weights(unet: UNet2DModel, x_query: torch.Tensor, x_key: torch.Tensor, t: int, size: int,
                       g_query: torch.Generator, g_key: torch.Generator) -> dict[str, torch.Tensor]:
-    """Cross-image attention weights of every attention layer of ``unet``: the partners attention
-    injection (:func:`kv_injection_transfer`) reads. Both images ``(B, C, H, W)`` are :func:`noised` to
+    """Cross-image attention weights of every attention layer of ``unet``: the softmax of the query
+    image's queries against the key image's keys, i.e. the weights with which key/value injection
+    (:func:`kv_injection_transfer`) mixes the key image's values at a layer it injects (a soft
+    mixture, not one partner). Both images ``(B, C, H, W)`` are :func:`noised` to
     ``t`` (noise from ``g_query``, ``g_key``, as in :func:`matching_descriptors`), every layer's
     normalised input is recorded, and the query image's queries attend to the key image's keys
     (:func:`~iclr25.diffusion.attention.attention_probs`, temperature 1, heads averaged). Returns
