@@ -256,3 +256,64 @@ def test_per_sample_window_smoothing_and_gradient_steps(unet):
     d1, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, 2, NAMES, 4, cr, n_grad=1)
     d2, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, 2, NAMES, 4, cr, n_grad=2)
     assert ((d2 - ctx).norm() > (d1 - ctx).norm()).item()
+
+
+def test_attention_probs_are_diffusers_attention_weights(unet):
+    """attention_probs equals diffusers' own Attention.get_attention_scores, and the weights times the
+    values (output projection, residual) reproduce the layer's output under the default processor."""
+    from iclr25.diffusion.attention import attention_probs
+
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(9))
+    name = attention_layers(unet)[0]
+    attn = unet.get_submodule(name)
+    seen = {}
+    handle = attn.register_forward_hook(lambda m, args, out: seen.update(inp=args[0], out=out))
+    try:
+        unet(x, 100)
+    finally:
+        handle.remove()
+    inp, out = seen["inp"], seen["out"]
+    b, c, hh, ww = inp.shape
+    h = attn.group_norm(inp.view(b, c, -1)).transpose(1, 2)
+    p = attention_probs(attn, h, h)
+    ref = attn.get_attention_scores(attn.head_to_batch_dim(attn.to_q(h)), attn.head_to_batch_dim(attn.to_k(h)))
+    assert torch.allclose(p.reshape(ref.shape), ref, atol=1e-6)
+    assert torch.allclose(p.sum(-1), torch.ones_like(p.sum(-1)), atol=1e-5)
+    v = attn.to_v(h).view(b, -1, attn.heads, c // attn.heads).transpose(1, 2)
+    o = (p @ v).transpose(1, 2).reshape(b, -1, c)
+    o = attn.to_out[1](attn.to_out[0](o)).transpose(1, 2).reshape(b, c, hh, ww)
+    if attn.residual_connection:
+        o = o + inp
+    assert torch.allclose(o / attn.rescale_output_factor, out, atol=1e-5)
+
+
+def test_attention_match_is_the_argmax_of_the_layers_weights(unet):
+    """attention_weights: each layer's cross-image weights, resampled to the token grid with rows summing to 1 (a
+    coarse layer's row constant over its block); attention_match takes the argmax of their sum."""
+    from iclr25.diffusion.attention import attention_probs
+    from iclr25.diffusion.transfer import attention_match, attention_weights, noised
+
+    g = torch.Generator().manual_seed(3)
+    xq, xk = (torch.rand(2, 3, 8, 8, generator=g) * 2 - 1 for _ in range(2))
+    size = 4                                           # the 8 x 8 test U-Net's attention levels: 4 x 4 and 2 x 2
+    w = attention_weights(unet, xq, xk, 50, size, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+    assert set(w) == set(attention_layers(unet))
+    hq, hk = {}, {}
+    for x, gs, rec in ((xq, 1, hq), (xk, 2, hk)):
+        r = AttentionRecorder()
+        set_attention_controller(unet, r)
+        unet(noised(x, 50, torch.Generator().manual_seed(gs)), 50)
+        rec.update(r.states)
+    reset_attention(unet)
+    for n, p in w.items():
+        assert p.shape == (2, size * size, size * size)
+        assert torch.allclose(p.sum(-1), torch.ones(2, size * size), atol=1e-5)
+        direct = attention_probs(unet.get_submodule(n), hq[n], hk[n]).mean(1)
+        if hq[n].shape[1] == size * size:
+            assert torch.allclose(p, direct, atol=1e-6)
+        else:                                          # 2 x 2 tokens: token (0, 0) covers fine tokens 0, 1, 4, 5
+            assert torch.allclose(p[:, 0], p[:, 5], atol=1e-7)
+            assert torch.allclose(p[:, 0, [0, 1, 4, 5]].sum(-1), direct[:, 0, 0], atol=1e-6)
+    fine = [n for n in w if hq[n].shape[1] == size * size]
+    assert torch.equal(attention_match(w, fine), sum(w[n] for n in fine).argmax(-1))
+    assert all(type(unet.get_submodule(n).processor).__name__ == "AttnProcessor2_0" for n in attention_layers(unet))

@@ -3,6 +3,7 @@ loadable, refused (naming the script) when missing or stale, and still what
 ``python -m iclr25.occupancy.pretrained`` makes (first steps of one variant; the whole run of one
 variant with ICLR25_SLOW=1)."""
 
+import json
 import os
 
 import numpy as np
@@ -25,7 +26,7 @@ def test_committed_files_are_small_and_load():
 
 
 def test_first_steps_reproduce_the_recorded_losses():
-    for name in ("main-s0", "noaux-s1"):
+    for name in ("main-s0", "noaux-s1", "main-s8"):        # main-s8: one of the stage-1 models added with seeds 5-9
         _, meta = pt.load_pretrained(name)
         _, ls = pt.train_variant(name, stop_after=3)
         np.testing.assert_allclose(ls, meta["losses"][:3], rtol=2e-3)
@@ -64,12 +65,26 @@ def test_committed_finetuned_files_are_small_load_and_follow_the_tuning():
             assert (meta["lr"], meta["steps"]) == pt.chosen(regime, curves) and len(meta["losses"]) == meta["steps"]
         else:       # its own choice: the best validated step of its run
             assert str(meta["steps"]) == max(meta["scores"], key=meta["scores"].get)
-    assert total + pt.TUNING.stat().st_size < 5_000_000
+    assert total + pt.TUNING.stat().st_size < 7_000_000      # 21 finals (10 seeds x 2 regimes + ceiling) and the curves
+    assert "seeds" not in json.loads(pt.TUNING.read_text())["ft"]      # the tuning records no evaluation seed
+    folder = sum(f.stat().st_size for f in pt.WEIGHTS.iterdir())
+    assert folder < 13_000_000, f"weights/ holds {folder / 1e6:.1f} MB: each added seed costs ~0.9 MB"
     for regime in pt.REGIMES:      # every learning rate was run, validated on grid points only
         assert set(curves[regime]) == {str(lr) for lr in pt.FT["lrs"]}
         for c in curves[regime].values():
             assert set(c["scores"]) <= {str(s) for s in pt.FT["evals"]}
             assert all(abs(0.5 * (c["now"][k] + c["future"][k]) - v) < 1e-9 for k, v in c["scores"].items())
+            run = max(int(k) for k in c["scores"])          # steps the run made (patience may stop it early)
+            assert len(c["losses"]) == min(pt.LOSS_HEAD, run) and len(c["loss_means"]) == -(-run // 50)
+
+
+def test_added_seeds_change_no_freshness_check_but_other_fields_do():
+    """Evaluation seeds 5-9 were added without remaking seeds 0-4: the checks ignore ``seeds`` only."""
+    assert pt._grid({**pt.FT, "seeds": (0, 1)}) == pt._grid(pt.FT)
+    assert pt._grid({**pt.FT, "lrs": (1e-3,)}) != pt._grid(pt.FT)
+    m0 = pt.load_finetuned("PreWorld", 0)[1]
+    m9 = pt.load_finetuned("PreWorld", 9)[1]
+    assert m0["ft"]["seeds"] != m9["ft"]["seeds"] and pt._grid(m0["ft"]) == pt._grid(m9["ft"])
 
 
 def test_chosen_is_the_best_validated_grid_point():
@@ -80,9 +95,10 @@ def test_chosen_is_the_best_validated_grid_point():
 
 def test_first_finetuning_steps_reproduce_the_recorded_losses():
     curves = pt.load_tuning()
-    for regime, s in (("3D-only", 0), ("PreWorld", 1)):
+    data = pt._data(pt.VARIANTS["main-s0"])
+    for regime, s in (("3D-only", 0), ("PreWorld", 1), ("3D-only", 7), ("PreWorld", 9)):   # 7, 9: added seeds
         _, meta = pt.load_finetuned(regime, s)
-        _, ls = pt.train_final(regime, s, meta["lr"], meta["steps"], stop_after=3)
+        _, ls = pt.train_final(regime, s, meta["lr"], meta["steps"], data=data, stop_after=3)
         np.testing.assert_allclose(ls, meta["losses"][:3], rtol=2e-3)
     lr = pt.FT["lrs"][0]
     c = pt.tune("PreWorld", lr, stop_after=3)

@@ -75,6 +75,20 @@ class RoutedAttnProcessor:
         return out / attn.rescale_output_factor
 
 
+def attention_probs(attn: Attention, h_query: torch.Tensor, h_key: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+    """The attention weights of one diffusers attention layer ``attn`` when the normalised inputs
+    ``h_query`` ``(B, N, C)`` give the queries and ``h_key`` ``(B, M, C)`` the keys (as recorded by
+    :class:`AttentionRecorder`): ``softmax(tau to_q(h_q) to_k(h_k)^T / sqrt(d))`` per head,
+    ``(B, heads, N, M)``. With ``h_query = h_key`` these are the weights the layer applies to its values
+    (what :class:`RoutedAttnProcessor` computes with the identity routing)."""
+    batch = h_query.shape[0]
+    query, key = attn.to_q(h_query), attn.to_k(h_key)
+    head_dim = key.shape[-1] // attn.heads
+    split = lambda t: t.view(batch, -1, attn.heads, head_dim).transpose(1, 2)  # noqa: E731
+    logits = tau * split(query) @ split(key).transpose(-1, -2) / math.sqrt(head_dim)
+    return logits.softmax(dim=-1)
+
+
 def attention_layers(model: torch.nn.Module) -> list[str]:
     """Names (as in ``model.named_modules()``) of the diffusers attention layers of ``model``."""
     return [name for name, m in model.named_modules() if isinstance(m, Attention)]

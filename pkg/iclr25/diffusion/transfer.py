@@ -20,13 +20,15 @@ a *feature set*.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 from diffusers import DDIMScheduler, UNet2DModel
 
-from iclr25.diffusion.attention import AttentionRecorder, KVInjection, reset_attention, set_attention_controller
+from iclr25.diffusion.attention import (AttentionRecorder, KVInjection, attention_probs, reset_attention,
+                                        set_attention_controller)
 from iclr25.diffusion.features import FeatureHook, to_tokens
 from iclr25.diffusion.guidance import energy_and_gradient, energy_guided_eps, guidance_direction
 from iclr25.diffusion.inversion import alpha_bar, unet_eps
@@ -62,11 +64,58 @@ def matching_descriptors(unet: UNet2DModel, x0: torch.Tensor, t: int, names: Seq
     """Descriptors for semantic correspondence: the :func:`~iclr25.diffusion.semantix.joint_features`
     of ``unet`` at ``x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps`` (noise from the CPU generator
     ``g``), ``(B, size^2, sum C_l)`` with unit norm per location. ``x0`` ``(B, C, H, W)``."""
+    with FeatureHook(unet, names) as feats:
+        unet(noised(x0, t, g), t)
+    return joint_features(layer_tokens(feats, names, size))
+
+
+def noised(x0: torch.Tensor, t: int, g: torch.Generator) -> torch.Tensor:
+    """``x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps`` of the training schedule, noise from the CPU
+    generator ``g``; ``x0`` ``(B, C, H, W)``."""
     a = alpha_bar_train(t)
     eps = torch.randn(x0.shape, generator=g).to(x0)
-    with FeatureHook(unet, names) as feats:
-        unet(a.sqrt() * x0 + (1 - a).sqrt() * eps, t)
-    return joint_features(layer_tokens(feats, names, size))
+    return a.sqrt() * x0 + (1 - a).sqrt() * eps
+
+
+@torch.no_grad()
+def attention_weights(unet: UNet2DModel, x_query: torch.Tensor, x_key: torch.Tensor, t: int, size: int,
+                      g_query: torch.Generator, g_key: torch.Generator) -> dict[str, torch.Tensor]:
+    """Cross-image attention weights of every attention layer of ``unet``: the softmax of the query
+    image's queries against the key image's keys, i.e. the weights with which key/value injection
+    (:func:`kv_injection_transfer`) mixes the key image's values at a layer it injects (a soft
+    mixture, not one partner). Both images ``(B, C, H, W)`` are :func:`noised` to
+    ``t`` (noise from ``g_query``, ``g_key``, as in :func:`matching_descriptors`), every layer's
+    normalised input is recorded, and the query image's queries attend to the key image's keys
+    (:func:`~iclr25.diffusion.attention.attention_probs`, temperature 1, heads averaged). Returns
+    ``{layer name: (B, size^2, size^2)}``: a layer with ``s^2`` tokens (``s`` dividing ``size``) gives
+    each query token its ``(size/s)^2`` block's row and spreads each key token's weight equally over
+    its block, so every row still sums to 1."""
+    states = []
+    try:
+        for x, g in ((x_query, g_query), (x_key, g_key)):
+            rec = AttentionRecorder()
+            set_attention_controller(unet, rec)
+            unet(noised(x, t, g), t)
+            states.append(rec.states)
+    finally:
+        reset_attention(unet)
+    out = {}
+    for name, h_q in states[0].items():
+        p = attention_probs(unet.get_submodule(name), h_q, states[1][name]).mean(1)     # (B, s^2, s^2)
+        b, s = p.shape[0], math.isqrt(p.shape[1])
+        r = size // s
+        if r * s != size:
+            raise ValueError(f"layer {name}: {s} x {s} tokens do not divide {size}")
+        p = p.view(b, s, s, s * s).repeat_interleave(r, 1).repeat_interleave(r, 2).reshape(b, size * size, s, s)
+        out[name] = p.repeat_interleave(r, 2).repeat_interleave(r, 3).reshape(b, size * size, size * size) / r ** 2
+    return out
+
+
+def attention_match(weights: dict[str, torch.Tensor], layers: Sequence[str]) -> torch.Tensor:
+    """Correspondence from attention: ``m(i) = argmax_j`` of the :func:`attention_weights` summed over
+    ``layers``, ``(B, size^2)`` indices into the key image's tokens (no position term: attention has
+    none; within a coarse layer's block, ties go to the lowest index)."""
+    return sum(weights[n] for n in layers).argmax(dim=-1)
 
 
 def alpha_bar_train(t: int) -> torch.Tensor:
@@ -227,15 +276,15 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
 @torch.no_grad()
 def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tensor, zs_ctx: torch.Tensor,
                           xs_ref: torch.Tensor, gamma: torch.Tensor, tau: torch.Tensor,
-                          window: torch.Tensor) -> torch.Tensor:
+                          window: torch.Tensor, layers: set[str] | None = None) -> torch.Tensor:
     """Attention key/value injection (StyleID / Cross-Image-Attention-like) on the inverted context.
 
     At step ``i`` the reference's and the context's trajectories ``xs_ref[i]``, ``xs_ctx[i]`` are run
     to record every attention layer's input; then the output is run with its keys and values taken
     from the reference, its queries blended with the context's (``gamma`` ``(B,)``) and the logits
     scaled by ``tau`` ``(B,)`` (:class:`~iclr25.diffusion.attention.KVInjection`), for the samples with
-    ``i < window_b`` (``window`` ``(B,)``, in steps); the step uses the context's noise map. Returns
-    ``(B, C, H, W)``."""
+    ``i < window_b`` (``window`` ``(B,)``, in steps), at every attention layer or only at ``layers``
+    (names); the step uses the context's noise map. Returns ``(B, C, H, W)``."""
     x = xs_ctx[0]
     try:
         for i, t in enumerate(sched.timesteps):
@@ -246,7 +295,7 @@ def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch
             set_attention_controller(unet, rec_ctx)
             unet(xs_ctx[i], t)
             active = (i < window).to(x.device)
-            set_attention_controller(unet, KVInjection(rec_ref.states, rec_ctx.states, gamma, tau, active))
+            set_attention_controller(unet, KVInjection(rec_ref.states, rec_ctx.states, gamma, tau, active, layers))
             eps = unet(x, t).sample
             x = sched.step(eps, t, x, eta=1.0, variance_noise=zs_ctx[i]).prev_sample
     finally:

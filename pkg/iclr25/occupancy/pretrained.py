@@ -17,7 +17,11 @@ The same script then tunes stage 2 (fine-tuning; from scratch for the 3D-only ba
 grid :data:`FT` (learning rates x step counts, the steps validated inside one run per learning
 rate) on the tuning run's own data, initial weights and batches, selecting the mean of current and
 future mIoU on validation sequences (:func:`tune`), and trains each regime's final models for the
-evaluation seeds with the chosen recipe (:func:`train_final`).
+evaluation seeds with the chosen recipe (:func:`train_final`). ``python -m
+iclr25.occupancy.pretrained seeds 5 6 7 8 9`` makes the stage-1 model (if missing) and both
+regimes' final models of added evaluation seeds only, from the committed tuning, leaving every
+other file as it is. The folder holds about 12 MB (each evaluation seed adds about 0.9 MB: its
+stage-1 model and two finals; a test bounds the folder).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ WEIGHTS = Path(__file__).resolve().parent / "weights"
 RECIPE = dict(pool=160, data_seed=1, tune_data_seed=100, steps=800, batch=8, rays=100, lr=3e-3)
 """Stage-1 recipe shared by all variants: the pre-training pool (sequences and data seed, and the
 tuning run's data seed), steps, batch, labelled rays per sample and frame, learning rate."""
-VARIANTS = {**{f"main-s{s}": dict(seed=s, data="main", pool=160, aux=True) for s in range(5)},
+VARIANTS = {**{f"main-s{s}": dict(seed=s, data="main", pool=160, aux=True) for s in range(10)},
             "tune": dict(seed=100, data="tune", pool=160, aux=True),
             **{f"noaux-s{s}": dict(seed=s, data="main", pool=160, aux=False) for s in range(3)},
             **{f"pool16-s{s}": dict(seed=s, data="main", pool=16, aux=True) for s in range(3)},
@@ -48,13 +52,20 @@ VARIANTS = {**{f"main-s{s}": dict(seed=s, data="main", pool=160, aux=True) for s
 
 
 FT = dict(lrs=(3e-3, 1e-2), evals=(200, 400, 800, 1600, 3200), patience=2, batch=8, n_3d=16,
-          n_val=64, val_seed=2, seeds=(0, 1, 2, 3, 4), threads=1, flush_denormal=True)
+          n_val=64, val_seed=2, seeds=tuple(range(10)), threads=1, flush_denormal=True)
 """Stage-2 grid and final runs: learning rates, validated step counts (one run per learning rate;
 a run stops early once ``patience`` consecutive validations fall below its best, the same rule for
 both regimes), batch, labelled sequences (the first ``n_3d`` of the pool: 10 %), validation set
 (``build_data(n_val, val_seed)``), evaluation seeds, torch threads of these runs, and whether they
 flush denormal floats to zero (speed only: a confident model's softmax makes probabilities below
-1e-38, and denormal arithmetic made late steps 2-3x slower)."""
+1e-38, and denormal arithmetic made late steps 2-3x slower). The evaluation seeds enter neither the
+tuning nor any one file (each final depends on its own seed only), so the freshness checks compare
+the rest (``_grid``): seeds 5-9 were added later without remaking seeds 0-4."""
+
+
+def _grid(ft: dict) -> dict:
+    """``ft`` without its evaluation seeds, as JSON would store it: what a committed file must match."""
+    return {k: v for k, v in _jsonable(ft).items() if k != "seeds"}
 REGIMES = ("3D-only", "PreWorld")
 
 
@@ -151,23 +162,24 @@ def train_ceiling(lr: float, ft: dict = FT, data: dict | None = None, val: dict 
     return model, out["scores"], out["losses"]
 
 
-def make_finetuned(ft: dict = FT, recipe: dict = RECIPE, what: str = "all") -> None:
+def make_finetuned(ft: dict = FT, recipe: dict = RECIPE, what: str = "all", seeds: tuple | None = None) -> None:
     """Run the tuning grid (``what`` in ``"all", "tune"``) and save the curves to
     :data:`TUNING`; then (``"all", "final"``) train and save each regime's final models
     ``preworld-ft-{regime}-s{seed}.pt`` and the 100 %-label 3D-only model ``preworld-ft-ceiling-s0.pt``
-    (:func:`train_ceiling`, learning rate of the tuned 3D-only model)."""
+    (:func:`train_ceiling`, learning rate of the tuned 3D-only model). With ``seeds`` (and ``what="final"``)
+    only both regimes' final models of those evaluation seeds, from the committed tuning, and no ceiling."""
     prev = torch.get_num_threads()
     torch.set_num_threads(ft["threads"])
     if torch.set_flush_denormal(ft["flush_denormal"]) != ft["flush_denormal"]:
         raise RuntimeError("this CPU cannot flush denormals: the files would differ from the committed ones")
     try:
-        _make_finetuned(ft, recipe, what)
+        _make_finetuned(ft, recipe, what, seeds)
     finally:                                     # leave no global state behind
         torch.set_flush_denormal(False)
         torch.set_num_threads(prev)
 
 
-def _make_finetuned(ft: dict, recipe: dict, what: str) -> None:
+def _make_finetuned(ft: dict, recipe: dict, what: str, seeds: tuple | None = None) -> None:
     if what in ("all", "tune"):
         data, val = _data(VARIANTS["tune"], recipe), _val(ft)
         curves = {r: {} for r in REGIMES}
@@ -176,14 +188,14 @@ def _make_finetuned(ft: dict, recipe: dict, what: str) -> None:
                 start = time.time()
                 c = tune(regime, lr, ft, data, val)
                 c["seconds"] = time.time() - start
-                curves[regime][str(lr)] = {k: ({str(s): x for s, x in val_.items()} if isinstance(val_, dict) else val_)
-                                           for k, val_ in c.items()}
-                TUNING.write_text(json.dumps({"ft": _jsonable(ft), "recipe": recipe, "start": stage1_sha("tune"),
-                                              "curves": curves}, indent=1))
+                curves[regime][str(lr)] = _compact(c)
+                _write_tuning(curves, ft, recipe)
     if what in ("all", "final"):                  # seed 0 of both regimes and the ceiling first (what ci needs)
         curves = load_tuning(ft, recipe)
         data, val = _data(VARIANTS["main-s0"], recipe), _val(ft)
         jobs = [(r, ft["seeds"][0]) for r in REGIMES] + [("ceiling", 0)] + [(r, s) for s in ft["seeds"][1:] for r in REGIMES]
+        if seeds is not None:
+            jobs = [(r, s) for s in seeds for r in REGIMES]
         for regime, s in jobs:
             start = time.time()
             if regime == "ceiling":
@@ -200,6 +212,24 @@ def _make_finetuned(ft: dict, recipe: dict, what: str) -> None:
             print(f"final {regime} s{s} (lr {lr:g}, {steps} steps): {time.time() - start:.0f} s {extra}", flush=True)
 
 
+LOSS_HEAD = 100
+"""Steps whose every loss the tuning file keeps (the reproduction tests compare the first few)."""
+
+
+def _compact(c: dict) -> dict:
+    """A tuning run as :data:`TUNING` stores it: step keys as strings, and of its losses only the first
+    :data:`LOSS_HEAD` (``"losses"``) and the means of every 50 steps (``"loss_means"``)."""
+    out = {k: ({str(s): x for s, x in v.items()} if isinstance(v, dict) else v) for k, v in c.items()}
+    ls = out.pop("losses")
+    out["losses"], out["loss_means"] = ls[:LOSS_HEAD], [sum(ls[i:i + 50]) / len(ls[i:i + 50]) for i in range(0, len(ls), 50)]
+    return out
+
+
+def _write_tuning(curves: dict, ft: dict = FT, recipe: dict = RECIPE) -> None:
+    TUNING.write_text(json.dumps({"ft": _grid(ft), "recipe": recipe, "start": stage1_sha("tune"),
+                                  "curves": curves}, indent=1))
+
+
 def stage1_sha(name: str) -> str:
     """sha256 of the committed stage-1 file ``name`` (what a PreWorld fine-tuning started from)."""
     return hashlib.sha256((WEIGHTS / f"preworld-{name}.pt").read_bytes()).hexdigest()
@@ -211,12 +241,12 @@ def _jsonable(ft: dict) -> dict:
 
 def load_tuning(ft: dict = FT, recipe: dict = RECIPE) -> dict:
     """The committed validation curves ``{regime: {str(lr): {"scores": {str(step): score}, "now",
-    "future", "losses", "seconds"}}}``; refuses a missing or stale file (another grid, recipe, or
-    tuning stage-1 model) naming the script."""
+    "future", "seconds", "losses" (first steps), "loss_means" (of 50 steps)}}}``; refuses a missing
+    or stale file (another grid, recipe, or tuning stage-1 model) naming the script."""
     if not TUNING.is_file():
         raise FileNotFoundError(f"no committed tuning curves at {TUNING}: make them with `{SCRIPT} finetuned`")
     j = json.loads(TUNING.read_text())
-    if j["ft"] != _jsonable(ft) or j["recipe"] != dict(recipe) or j.get("start") != stage1_sha("tune"):
+    if _grid(j["ft"]) != _grid(ft) or j["recipe"] != dict(recipe) or j.get("start") != stage1_sha("tune"):
         raise RuntimeError(f"{TUNING} was made with {j['ft']} / {j['recipe']}, the package now says {ft} / {recipe}: "
                            f"regenerate it with `{SCRIPT} finetuned`")
     return j["curves"]
@@ -238,7 +268,7 @@ def load_finetuned(regime: str, seed: int, device: torch.device | str = "cpu", f
     if regime == "PreWorld" and m.get("start") != stage1_sha(f"main-s{seed}"):
         raise RuntimeError(f"{path} was fine-tuned from another stage-1 model than the committed "
                            f"preworld-main-s{seed}.pt: regenerate it with `{SCRIPT} finetuned`")
-    if m["ft"] != _jsonable(ft) or m["recipe"] != dict(recipe) or (m["lr"], m["steps"]) != (lr, steps):
+    if _grid(m["ft"]) != _grid(ft) or m["recipe"] != dict(recipe) or (m["lr"], m["steps"]) != (lr, steps):
         raise RuntimeError(f"{path} was made with lr {m['lr']:g}, {m['steps']} steps under {m['ft']}; the committed "
                            f"tuning now chooses lr {lr:g}, {steps} steps under {ft}: regenerate it with "
                            f"`{SCRIPT} finetuned`")
@@ -312,5 +342,10 @@ if __name__ == "__main__":
         make_finetuned()
     elif args[0] in ("finetuned", "tune", "final"):
         make_finetuned(what={"finetuned": "all"}.get(args[0], args[0]))
+    elif args[0] == "seeds":                       # added evaluation seeds: stage 1 and both regimes' finals, seed by seed
+        for k in map(int, args[1:]):
+            if not (WEIGHTS / f"preworld-main-s{k}.pt").is_file():
+                make_checkpoints(names=(f"main-s{k}",))
+            make_finetuned(what="final", seeds=(k,))
     else:
         make_checkpoints(names=tuple(args))
