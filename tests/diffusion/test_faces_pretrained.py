@@ -68,3 +68,38 @@ def test_committed_restorers_log_their_validation_curve(models):
     # the last point is the committed model's own validation PSNR gain (the curve is of the saved run)
     gain = fp.validation_psnr("regression", models["regression"], models["teacher"], models["lcm"])
     assert abs(gain - models["meta"]["regression"]["curve"][-1][1]) < 1e-3
+
+
+def test_windowed_plateau_statistic_by_closed_forms():
+    steps = np.arange(0, 801, 50)
+    assert fp.plateau_change(np.c_[steps, np.full(len(steps), -3.0)]) == 0.0      # a flat curve moves by nothing
+    # a line of slope a: windows {200..400} and {600..800} have means 300 a and 700 a
+    np.testing.assert_allclose(fp.plateau_change(np.c_[steps, 0.01 * steps]), 4.0)
+    np.testing.assert_allclose(fp.late_mean(np.c_[steps, steps]), 700.0)
+    # one dip in the early window moves the windowed statistic by a fifth of what it moves the two-point rule
+    dip = np.c_[steps, np.where(steps == 200, -1.0, 0.0)]
+    np.testing.assert_allclose(fp.plateau_change(dip), 0.2)
+
+
+def test_diffusion_lr_is_the_grid_choice_and_only_its_file_depends_on_it(models):
+    grid = fp.grid_log()
+    assert set(fp.M4_GRID) <= set(grid), "every rate of the grid has a logged run"
+    best = max(grid, key=lambda lr: grid[lr]["late_mean"])
+    assert fp.lr_for("diffusion") == best
+    for lr, g in grid.items():
+        assert abs(g["late_mean"] - fp.late_mean(g["curve"])) < 1e-12
+    # the committed diffusion restorer is the grid's run at that rate (same validation curve)
+    np.testing.assert_allclose(np.array(models["meta"]["diffusion"]["curve"]), np.array(grid[best]["curve"]))
+    # another diffusion rate makes its file stale, and no other restorer's
+    other = fp.with_lr("diffusion", 1.2345e-4)
+    with pytest.raises(RuntimeError, match="faces_pretrained"):
+        fp.load_face_models(other, ("diffusion",))
+    fp.load_face_models(other, ("interlcm", "regression"))
+
+
+def test_diffusion_restorer_trains_at_its_own_rate_and_reproduces_its_first_steps(models):
+    r = fp.RECIPE["restorer"]
+    _, lr = fp.fit_restorer("diffusion", models["teacher"], models["lcm"], stop_after=4)
+    np.testing.assert_allclose(lr, models["meta"]["diffusion"]["losses"][:4], rtol=2e-3)
+    assert fp.stage_recipe("diffusion")["restorer"]["lr"] == fp.lr_for("diffusion")
+    assert fp.stage_recipe("interlcm")["restorer"]["lr"] == r["lr"] and "lr_of" not in fp.stage_recipe("interlcm")["restorer"]

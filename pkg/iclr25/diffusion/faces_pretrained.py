@@ -52,16 +52,58 @@ RECIPE = dict(res=16, channels=(16, 32), init_seed=0, data_seed=0,
               lcm=dict(steps=200, batch_size=32, lr=3e-4, skip=20, ema=0.95),
               restorer=dict(steps=800, batch_size=16, lr=2e-3, warmup=20, eval_every=50, perceptual=1.0, start=1,
                             num_steps=4, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2),
-                            degradation=SEVERITY["train"]))
+                            degradation=SEVERITY["train"], lr_of=dict(diffusion=4e-3)))
 """The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
 ``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
 is one); the diffusion restorer and the regression U-Net get as many passes as InterLCM
 (``steps * 4 / passes`` steps), the from-noise control as many *steps* (so more passes). Every restorer
 has the same schedule in passes: ``lr`` after a warm-up of ``warmup`` InterLCM-equivalent steps, cosine
 decay to 0 at the end; its validation PSNR (:func:`validation_psnr`) is logged every ``eval_every``
-InterLCM-equivalent steps (the curve the budget was chosen from). ``restorer.degradation`` records the
+InterLCM-equivalent steps (the curve the budget was chosen from). ``restorer.lr_of`` overrides ``lr`` per
+kind: the diffusion restorer's rate chosen on its own grid (:data:`M4_GRID`, ``m4-grid`` sub-command). ``restorer.degradation`` records the
 training degradation ranges (:data:`~iclr25.diffusion.degrade.SEVERITY`), so restorers trained on other
 ranges are refused as stale."""
+
+M4_GRID = (1e-4, 3e-4, 1e-3, 2e-3, 4e-3, 8e-3)
+"""The diffusion restorer's learning-rate grid (the brief's {1e-4, 3e-4, 1e-3}, InterLCM's 2e-3, then 4e-3 and 8e-3,
+added while the best rate sat at the grid's upper edge), each run
+with the same budget in passes and validation curve as the committed restorers; the rate kept in
+``RECIPE["restorer"]["lr_of"]["diffusion"]`` is the one with the highest :func:`late_mean` of its curve."""
+GRID_JSON = "faces-diffusion-grid.json"
+
+
+def late_mean(curve, lo: float = 0.75, hi: float = 1.0) -> float:
+    """Mean validation gain of ``curve`` (``[(step, gain), ...]``) over the points with ``lo <= step / last step <= hi``
+    (default: the last quarter of the budget, the selection window of :data:`M4_GRID`)."""
+    c = np.asarray(curve, dtype=float)
+    frac = c[:, 0] / c[-1, 0]
+    return float(c[(frac >= lo - 1e-9) & (frac <= hi + 1e-9), 1].mean())
+
+
+def plateau_change(curve) -> float:
+    """The windowed plateau statistic of a validation curve: mean gain over the last quarter of the budget minus
+    the mean over 25-50 % (the learning rate still at least half its peak there); a model at a plateau moves by
+    less than the noise of one validation evaluation. Averaging 5 points per window replaces the earlier
+    two-point rule (the gain at 75 % minus the gain at 25 %), which single sampler draws made noisy."""
+    return late_mean(curve, 0.75, 1.0) - late_mean(curve, 0.25, 0.5)
+
+
+def grid_log() -> dict:
+    """The committed learning-rate grid of the diffusion restorer (``weights/faces-diffusion-grid.json``, written by
+    the ``m4-grid`` sub-command): ``{lr: {"curve", "late_mean", "seconds", "loss_first_last"}}``, rates ascending."""
+    import json
+
+    path = WEIGHTS / GRID_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"no committed learning-rate grid at {path}: make it with `{SCRIPT} m4-grid`")
+    return {v["lr"]: v for v in json.loads(path.read_text()).values()}
+
+
+def lr_for(kind: str, recipe: dict = RECIPE) -> float:
+    """The peak learning rate of restorer ``kind``: ``restorer.lr_of[kind]`` if set, else ``restorer.lr``."""
+    r = recipe["restorer"]
+    return r.get("lr_of", {}).get(kind, r["lr"])
+
 
 def train_faces(res: int = 16, seed: int = 0) -> torch.Tensor:
     """The training faces ``(70, 1, res, res)`` (the split of :func:`~iclr25.diffusion.degrade.face_split`)."""
@@ -105,7 +147,11 @@ def _load(name: str, recipe: dict) -> dict:
 def stage_recipe(name: str, recipe: dict = RECIPE) -> dict:
     """The part of ``recipe`` that stage ``name`` (``teacher``, ``lcm`` or a restorer kind) depends on."""
     keep = {"teacher": ("teacher",), "lcm": ("teacher", "lcm")}.get(name, ("teacher", "lcm", "restorer"))
-    return _plain({k: v for k, v in recipe.items() if not isinstance(v, dict) or k in keep})
+    out = {k: v for k, v in recipe.items() if not isinstance(v, dict) or k in keep}
+    if "restorer" in out:      # a restorer depends on its own rate only (``lr_of`` folded into ``lr``)
+        r = {k: v for k, v in out["restorer"].items() if k != "lr_of"}
+        out["restorer"] = {**r, "lr": lr_for(name, recipe)} if name in KINDS else r
+    return _plain(out)
 
 
 def _plain(obj):
@@ -215,7 +261,7 @@ def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int
             curve.append((s * r["eval_every"] // every, validation_psnr(kind, model, teacher, lcm, recipe)))
 
     losses = train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
-                            n, r["batch_size"], r["lr"], seed=recipe["data_seed"] + 2,
+                            n, r["batch_size"], lr_for(kind, recipe), seed=recipe["data_seed"] + 2,
                             stop_after=stop_after, progress=progress, warmup=_per_kind(r["warmup"], kind, recipe),
                             on_step=on_step)
     if curve is not None and stop_after is None:
@@ -250,6 +296,48 @@ def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -
                   f"validation PSNR gain " + " ".join(f"{s}:{v:+.2f}" for s, v in curve), flush=True)
 
 
+def with_lr(kind: str, lr: float, recipe: dict = RECIPE) -> dict:
+    """``recipe`` with restorer ``kind`` trained at peak learning rate ``lr``."""
+    r = recipe["restorer"]
+    return {**recipe, "restorer": {**r, "lr_of": {**r.get("lr_of", {}), kind: lr}}}
+
+
+def m4_grid(lrs=M4_GRID, recipe: dict = RECIPE, out: Path | None = None) -> dict:
+    """Train the diffusion restorer at every rate of ``lrs`` (one CPU thread), save each run's file under
+    ``out`` (default ``_build/faces-grid/`` of the working directory; a run whose file exists is not repeated;
+    the rate of the committed file is read from it) and write every run's validation curve to
+    ``weights/faces-diffusion-grid.json``; returns ``{lr: curve}``."""
+    import json
+    import shutil
+
+    torch.set_num_threads(1)
+    out = Path(out) if out is not None else Path.cwd() / "_build" / "faces-grid"
+    out.mkdir(parents=True, exist_ok=True)
+    path = WEIGHTS / GRID_JSON
+    log = json.loads(path.read_text()) if path.is_file() else {}
+    for lr in lrs:
+        rec, f = with_lr("diffusion", lr, recipe), out / f"faces-diffusion-lr{lr:g}.pt"
+        committed = WEIGHTS / FILES["diffusion"]
+        if not f.is_file() and committed.is_file() and repr(torch.load(committed, weights_only=True)["meta"]["recipe"]) \
+                == repr(stage_recipe("diffusion", rec)):
+            shutil.copy(committed, f)
+        if not f.is_file():
+            m = load_face_models(recipe, ("teacher", "lcm"))
+            t0, curve = time.time(), []
+            model, losses = fit_restorer("diffusion", m["teacher"], m["lcm"], rec, curve=curve)
+            torch.save({"state_dict": {k: v.half() for k, v in model.state_dict().items()},
+                        "meta": {"recipe": stage_recipe("diffusion", rec), "losses": losses, "curve": curve,
+                                 "seconds": time.time() - t0}}, f)
+        meta = torch.load(f, weights_only=True)["meta"]
+        log[f"{lr:g}"] = {"lr": lr, "curve": meta["curve"], "late_mean": late_mean(meta["curve"]),
+                          "seconds": meta["seconds"],
+                          "loss_first_last": [float(np.mean(meta["losses"][:100])), float(np.mean(meta["losses"][-100:]))]}
+        path.write_text(json.dumps(dict(sorted(log.items(), key=lambda kv: kv[1]["lr"])), indent=1))
+        print(f"diffusion lr {lr:g}: {meta['seconds']:.0f} s, last-quarter validation gain {late_mean(meta['curve']):+.3f}, "
+              + " ".join(f"{s}:{v:+.2f}" for s, v in meta["curve"]), flush=True)
+    return {v["lr"]: v["curve"] for v in log.values()}
+
+
 def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
                      device: torch.device | str = "cpu") -> dict:
     """The committed models (float32, eval mode, gradients off) on ``device``: ``teacher``, ``lcm``
@@ -274,4 +362,7 @@ def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
 if __name__ == "__main__":
     import sys
 
-    make_checkpoints(stages=tuple(sys.argv[1:]) or ("teacher", "lcm") + KINDS)
+    if sys.argv[1:2] == ["m4-grid"]:     # python -m iclr25.diffusion.faces_pretrained m4-grid [lr ...]
+        m4_grid(tuple(float(a) for a in sys.argv[2:]) or M4_GRID)
+    else:
+        make_checkpoints(stages=tuple(sys.argv[1:]) or ("teacher", "lcm") + KINDS)
