@@ -128,9 +128,21 @@ def pair_source(res: int = 16, seed: int = 0):
     return pairs
 
 
-def _save(name: str, state: dict, meta: dict) -> None:
-    WEIGHTS.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": {k: v.half() for k, v in state.items()}, "meta": meta}, WEIGHTS / FILES[name])
+def _save(name: str, state: dict, meta: dict, path: Path | None = None) -> None:
+    path = WEIGHTS / FILES[name] if path is None else Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": {k: v.half() for k, v in state.items()}, "meta": meta}, path)
+
+
+def _make_restorer(kind: str, recipe: dict, path: Path | None = None) -> dict:
+    """Train restorer ``kind`` on the committed teacher and LCM and save it (to ``path``, default its committed
+    file) with its recipe, losses, validation curve and seconds; returns that metadata."""
+    m = load_face_models(recipe, ("teacher", "lcm"))
+    t0, curve = time.time(), []
+    model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe, curve=curve)
+    meta = {"recipe": stage_recipe(kind, recipe), "losses": losses, "curve": curve, "seconds": time.time() - t0}
+    _save(kind, model.state_dict(), meta, path)
+    return meta
 
 
 def _load(name: str, recipe: dict) -> dict:
@@ -287,13 +299,10 @@ def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -
         print(f"lcm {time.time() - t0:.0f} s, loss {np.mean(losses[:30]):.4f} -> {np.mean(losses[-30:]):.4f}", flush=True)
     for kind in KINDS:
         if kind in stages:
-            m = load_face_models(recipe, ("teacher", "lcm"))
-            t0, curve = time.time(), []
-            model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe, curve=curve)
-            _save(kind, model.state_dict(), {"recipe": stage_recipe(kind, recipe), "losses": losses,
-                                             "curve": curve, "seconds": time.time() - t0})
-            print(f"{kind} {time.time() - t0:.0f} s, loss {np.mean(losses[:20]):.4f} -> {np.mean(losses[-20:]):.4f}, "
-                  f"validation PSNR gain " + " ".join(f"{s}:{v:+.2f}" for s, v in curve), flush=True)
+            meta = _make_restorer(kind, recipe)
+            losses = meta["losses"]
+            print(f"{kind} {meta['seconds']:.0f} s, loss {np.mean(losses[:20]):.4f} -> {np.mean(losses[-20:]):.4f}, "
+                  f"validation PSNR gain " + " ".join(f"{s}:{v:+.2f}" for s, v in meta["curve"]), flush=True)
 
 
 def with_lr(kind: str, lr: float, recipe: dict = RECIPE) -> dict:
@@ -322,12 +331,7 @@ def m4_grid(lrs=M4_GRID, recipe: dict = RECIPE, out: Path | None = None) -> dict
                 == repr(stage_recipe("diffusion", rec)):
             shutil.copy(committed, f)
         if not f.is_file():
-            m = load_face_models(recipe, ("teacher", "lcm"))
-            t0, curve = time.time(), []
-            model, losses = fit_restorer("diffusion", m["teacher"], m["lcm"], rec, curve=curve)
-            torch.save({"state_dict": {k: v.half() for k, v in model.state_dict().items()},
-                        "meta": {"recipe": stage_recipe("diffusion", rec), "losses": losses, "curve": curve,
-                                 "seconds": time.time() - t0}}, f)
+            _make_restorer("diffusion", rec, f)
         meta = torch.load(f, weights_only=True)["meta"]
         log[f"{lr:g}"] = {"lr": lr, "curve": meta["curve"], "late_mean": late_mean(meta["curve"]),
                           "seconds": meta["seconds"],
