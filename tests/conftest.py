@@ -56,6 +56,7 @@ def mini_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
               - file: book/scoreboard
         """))
     (tmp_path / "book" / "scoreboard.md").write_text("# Board\n<!-- generated: scoreboard -->\n")
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/o/r\n  branch: notebooks\n")
     (tmp_path / "book" / "demo" / "ok.md").write_text(chapter_source("A chapter that works", "x = n * 2\nprint(x)\nif False:  # a static dependency on the package\n    import iclr25.dummy"))
     (tmp_path / "book" / "demo" / "broken.md").write_text(
         chapter_source("A chapter that fails", "raise ZeroDivisionError('deliberate failure')"))

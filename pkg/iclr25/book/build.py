@@ -163,37 +163,84 @@ def render(src: Path, out: Path) -> None:
                            + (proc.stderr or proc.stdout)[-6000:])
 
 
+#: The wall-time budget of one chapter on 2 CPU cores, per scale.
+BUDGET_S = {"ci": 45.0, "full": 300.0}
+
+
+def _run_one(chapter_id: str, root: str, scale: str, force: bool, record: bool) -> tuple[str, str | None, float, bool, str]:
+    """Execute one chapter (in a worker process): ``(id, notebook or None, seconds, cached, error)``."""
+    from iclr25.book.environment import apply_reproducible_env
+    from iclr25.book.registry import get_chapter
+
+    apply_reproducible_env()
+    c = get_chapter(chapter_id, Path(root))
+    t0 = time.perf_counter()
+    try:
+        res = run_chapter(c, scale=scale, force=force, progress=False, record=record)
+    except (ChapterFailed, MissingParameters) as err:
+        log = getattr(err, "log", None)
+        tail = ""
+        if log is not None:
+            lines = log.read_text(errors="replace").strip().splitlines()[-15:]
+            tail = "\n    kernel log (last lines):\n" + "\n".join(f"    | {ln}" for ln in lines)
+        return chapter_id, None, time.perf_counter() - t0, False, f"{err}{tail}"
+    return chapter_id, str(res.notebook), res.wall_s, res.cached, ""
+
+
+def _schedule(chs: list[Chapter], jobs: int, threads: Callable[[Chapter], int],
+              timings: dict[str, dict], scale: str) -> tuple[list[Chapter], list[Chapter]]:
+    """Chapters to run alone (more than one torch thread, or ``jobs`` < 2) and chapters to run
+    ``jobs`` at a time, the longest first (by their last measured time)."""
+    alone = [c for c in chs if jobs < 2 or threads(c) > 1]
+    rest = [c for c in chs if c not in alone]
+    rest.sort(key=lambda c: -float(timings.get(c.id, {}).get(scale, 0.0)))
+    return alone, rest
+
+
 def build_book(scale: str = "full", *, force: bool = False, root: Path | None = None,
-               record: bool = False, echo: Callable[[str], None] = print) -> Path:
+               record: bool = False, jobs: int = 1, budget_factor: float | None = None,
+               echo: Callable[[str], None] = print) -> Path:
     """Execute what is not cached, then render the book (:func:`html_dir`). Returns the index
-    page. A failing chapter (or one without a parameters cell) is reported and the others still
-    run; the book is rendered only when every chapter succeeded."""
+    page. Chapters on one torch thread run ``jobs`` at a time (each in its own process), the
+    others alone. A failing chapter (or one without a parameters cell) is reported and the others
+    still run; with ``budget_factor``, a chapter whose run took longer than that many times its
+    budget (:data:`BUDGET_S`) fails too. The book is rendered only when every chapter passed."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from iclr25.book.registry import chapter_threads
+
     root = root or find_root()
     chs = chapters(root)
-    failures: list[str] = []
     timings = load_timings(root)
-    ran: list[float] = []
+    failures: list[str] = []
     notebooks: dict[str, Path] = {}
-    for i, c in enumerate(chs, 1):
-        t0 = time.perf_counter()
-        try:
-            res = run_chapter(c, scale=scale, force=force, progress=False, record=record)
-        except (ChapterFailed, MissingParameters) as err:
-            failures.append(str(err))
-            echo(f"[{i}/{len(chs)}] {c.id} FAILED: {err}")
-            log = getattr(err, "log", None)
-            if log is not None:
-                tail = log.read_text(errors="replace").strip().splitlines()[-15:]
-                echo("    kernel log (last lines):\n" + "\n".join(f"    | {ln}" for ln in tail))
-            continue
-        notebooks[c.id] = res.notebook
-        if not res.cached:
-            ran.append(time.perf_counter() - t0)
-        # what is left: the last measured time of each remaining chapter (else the mean so far)
-        mean = sum(ran) / len(ran) if ran else 0.0
-        left = sum(timings.get(r.id, {}).get(scale, mean) for r in chs[i:])
-        how = "cached" if res.cached else f"{time.perf_counter() - t0:.1f} s"
-        echo(f"[{i}/{len(chs)}] {c.id} {how} (at most about {left:.0f} s left)")
+    done = [0]
+    limit = budget_factor * BUDGET_S[scale] if budget_factor else None
+
+    def report(result: tuple[str, str | None, float, bool, str]) -> None:
+        cid, nb, wall, cached, error = result
+        done[0] += 1
+        if nb is None:
+            failures.append(error)
+            echo(f"[{done[0]}/{len(chs)}] {cid} FAILED: {error}")
+            return
+        notebooks[cid] = Path(nb)
+        how = f"cached (ran in {wall:.1f} s)" if cached else f"{wall:.1f} s"
+        if limit is not None and wall > limit:
+            failures.append(f"{cid}: {wall:.1f} s at {scale}, over {budget_factor}x its budget of "
+                            f"{BUDGET_S[scale]:.0f} s ({limit:.0f} s)")
+            how += f" OVER {budget_factor}x the {BUDGET_S[scale]:.0f} s budget"
+        echo(f"[{done[0]}/{len(chs)}] {cid} {how}")
+
+    alone, paired = _schedule(chs, jobs, chapter_threads, timings, scale)
+    args = (str(root), scale, force, record)
+    for c in alone:
+        report(_run_one(c.id, *args))
+    if paired:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            for result in pool.map(_run_one, [c.id for c in paired], *zip(*[args] * len(paired))):
+                report(result)
     if failures:
         raise RuntimeError(f"{len(failures)} chapter(s) failed; the book was not rendered:\n"
                            + "\n".join(failures))

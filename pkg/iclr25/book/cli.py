@@ -59,7 +59,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_book(args: argparse.Namespace) -> int:
     from iclr25.book.build import build_book
 
-    index = build_book(args.scale, force=args.force, root=_root(), record=args.record)
+    index = build_book(args.scale, force=args.force, root=_root(), record=args.record, jobs=args.jobs,
+                       budget_factor=args.budget_factor)
     print(f"book written: {index}")
     return 0
 
@@ -71,11 +72,15 @@ def cmd_golden(args: argparse.Namespace) -> int:
     root = _root()
     chs = [get_chapter(n, root) for n in args.chapters] if args.chapters else chapters(root)
     if args.verify:
-        from iclr25.book.golden import nbval_command
+        from iclr25.book.golden import verify_goldens
+        from iclr25.book.registry import chapter_threads
 
-        cmd, env, how = nbval_command(chs, kernels=args.kernels)
-        print(f"nbval on {len(chs)} golden notebook(s), no GPU, {how}", flush=True)
-        return subprocess.run(cmd, env=env, cwd=root).returncode
+        failures = verify_goldens(chs, kernels=args.kernels or "other", python=args.python, jobs=args.jobs,
+                                  threads=chapter_threads)
+        print(f"nbval: {len(chs) - len(failures)} golden notebook(s) passed, {len(failures)} failed")
+        for f in failures:
+            print(f"  {f}")
+        return 1 if failures else 0
     if args.check:
         problems = [p for p in (check_fresh(c) for c in chs) if p]
         for p in problems:
@@ -187,6 +192,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--scale", choices=SCALES, default="full")
     b.add_argument("--force", action="store_true", help="re-execute every chapter")
     b.add_argument("--record", action="store_true", help="write the wall times into book/timings.json")
+    b.add_argument("--jobs", type=int, default=1, help="chapters on one torch thread run this many at a time")
+    b.add_argument("--budget-factor", type=float, default=None,
+                   help="fail a chapter whose run took more than this many times its budget (45 s ci, 300 s full)")
     b.set_defaults(fn=cmd_book)
     g = sub.add_parser("golden", help="regenerate tests/golden/<id>.ipynb at ci scale")
     g.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
@@ -195,8 +203,11 @@ def parser() -> argparse.ArgumentParser:
                    help="with --check: also compare the stored ci executions with the goldens")
     g.add_argument("--verify", action="store_true",
                    help="re-execute the golden notebooks with nbval and compare their checked cells")
-    g.add_argument("--kernels", choices=("other", "native"), default="other",
+    g.add_argument("--kernels", choices=("other", "native"), default=None,
                    help="with --verify: CPU kernel selection (default: other than this machine's)")
+    g.add_argument("--python", default=None,
+                   help="with --verify: the Python whose environment runs the notebooks (default: this one)")
+    g.add_argument("--jobs", type=int, default=1, help="with --verify: one-thread chapters this many at a time")
     g.add_argument("--force", action="store_true", help="re-execute even if cached")
     g.set_defaults(fn=cmd_golden)
     m = sub.add_parser("readme", help="rewrite the README chapter table from _toc.yml and timings")

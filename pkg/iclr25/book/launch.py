@@ -578,6 +578,15 @@ def tree_readme(s: Site, commit: str, chs: list[Chapter]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def chapter_launch_notebook(root: Path, chapter: Chapter, commit: str) -> nbformat.NotebookNode:
+    """The launch notebook of one ``chapter`` whose install cell pins ``commit``."""
+    ctx = Context(root=root, chapter_dir=chapter.path.parent, site=site(root), commit=commit,
+                  bib=read_bibliography(root / "book" / "references.bib"),
+                  chapter_number=chapter_numbers(root).get(chapter.id),
+                  substitutions={"repository_url": site(root).repository_url})
+    return launch_notebook(chapter, ctx)
+
+
 def write_launch_notebooks(root: Path, out: Path | None = None, *, commit: str | None = None) -> Path:
     """Write every chapter as a launch notebook under ``out`` (default ``_build/notebooks``), at the
     chapter's path, with the package (``pkg/``, tracked files), the Binder files (``binder/``) and a

@@ -176,3 +176,13 @@ def get_chapter(name: str, root: Path | None = None) -> Chapter:
     close = difflib.get_close_matches(key, ids + [i.split("/")[-1] for i in ids], n=1, cutoff=0.4)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise UnknownChapter(f"unknown chapter {name!r}.{hint} Valid chapters: {', '.join(ids)}")
+
+
+_THREADS = re.compile(r"\bstart\([^)]*\bthreads\s*=\s*(\d+)")
+
+
+def chapter_threads(chapter: Chapter) -> int:
+    """The torch threads the chapter's setup call ``start(scale, seed, threads=N)`` asks for (1
+    when it names none)."""
+    m = _THREADS.search(chapter.path.read_text(encoding="utf-8"))
+    return int(m.group(1)) if m else 1

@@ -1,0 +1,152 @@
+"""tau-bench's published results: the leaderboard numbers and a table derived from gpt-4o's airline
+trajectories.
+
+The official repository (``sierra-research/tau-bench``, MIT licence, copyright (c) 2024 Sierra)
+ships ``historical_trajectories/gpt-4o-airline.json``: 50 airline test tasks x 4 trials of the
+tool-calling gpt-4o agent, each with its reward and full conversation. This module turns that file
+into a small table, one row per trial, and nothing else of it is kept::
+
+    task, trial, reward, r_actions, r_outputs, end, agent_turns, writes, last_user
+
+``end`` says how the episode ended: ``user_stop`` (the simulated user sent ``###STOP###``),
+``transfer`` (the agent called ``transfer_to_human_agents``) or ``max_steps`` (the agent's 30
+steps ran out). ``agent_turns`` counts the agent's messages, ``writes`` its calls of tools that
+change the database, ``last_user`` is the user's final message when it stopped (at most 100
+characters, ``###STOP###`` removed).
+
+Regenerate the committed table with (the path is a clone or bare mirror of the repository)::
+
+    python -m iclr25.agents.published --repo /path/to/tau-bench [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import subprocess
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+#: The commit of sierra-research/tau-bench the table is derived from.
+SOURCE_COMMIT = "59a200c6d575d595120f1cb70fea53cef0632f6b"
+#: The trajectory file inside that commit.
+SOURCE_PATH = "historical_trajectories/gpt-4o-airline.json"
+#: The committed table (package data) and the licence notice that travels with it.
+TABLE_FILE = "data/tau_bench_gpt4o_airline.csv"
+LICENSE_FILE = "data/LICENSE-tau-bench.txt"
+#: Airline tools that change the database.
+AIRLINE_WRITE_TOOLS = frozenset({"book_reservation", "cancel_reservation", "send_certificate",
+                                 "update_reservation_baggages", "update_reservation_flights",
+                                 "update_reservation_passengers"})
+COLUMNS = ("task", "trial", "reward", "r_actions", "r_outputs", "end", "agent_turns", "writes",
+           "last_user")
+
+#: The repository's leaderboard (README, tool-calling agents, 4 trials): pass^1..4.
+LEADERBOARD = {
+    ("airline", "gpt-4o"): (0.420, 0.273, 0.220, 0.200),
+    ("airline", "claude-3-5-sonnet-20241022"): (0.460, 0.326, 0.263, 0.225),
+    ("airline", "gpt-4o-mini"): (0.225, 0.140, 0.110, 0.100),
+    ("retail", "gpt-4o"): (0.604, 0.491, 0.430, 0.383),
+    ("retail", "claude-3-5-sonnet-20241022"): (0.692, 0.576, 0.509, 0.462),
+}
+#: Test-set sizes of the two domains.
+N_TASKS = {"airline": 50, "retail": 115}
+
+HEADER = f"""\
+# Derived from sierra-research/tau-bench @ {SOURCE_COMMIT[:12]}, {SOURCE_PATH}
+# (gpt-4o tool-calling agent, airline domain, 50 tasks x 4 trials). Copyright (c) 2024 Sierra,
+# MIT licence: see LICENSE-tau-bench.txt beside this file. Made by iclr25.agents.published.
+"""
+
+
+def _end(traj: list[dict[str, Any]]) -> str:
+    last = traj[-1]
+    if last["role"] == "user" and "###STOP###" in (last.get("content") or ""):
+        return "user_stop"
+    if any(m["role"] == "tool" and m.get("name") == "transfer_to_human_agents" for m in traj):
+        return "transfer"
+    return "max_steps"
+
+
+def _flag(info: dict[str, Any] | None, key: str) -> str:
+    """``"1"``/``"0"`` from the trial's reward info, ``""`` where it does not say."""
+    if not info or key not in info:
+        return ""
+    return str(int(float(info[key])))
+
+
+def derive_rows(trajectories: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """One row per trial (sorted by task, then trial) from the parsed trajectory file."""
+    rows = []
+    for r in trajectories:
+        traj = r["traj"]
+        end = _end(traj)
+        info = (r["info"].get("reward_info") or {}).get("info")
+        last_user = ""
+        if end == "user_stop":
+            text = traj[-1]["content"].replace("###STOP###", " ")
+            last_user = " ".join(text.split())[:100]
+        rows.append(dict(
+            task=str(r["task_id"]), trial=str(r["trial"]), reward=str(int(r["reward"])),
+            r_actions=_flag(info, "r_actions"), r_outputs=_flag(info, "r_outputs"), end=end,
+            agent_turns=str(sum(m["role"] == "assistant" for m in traj)),
+            writes=str(sum(m["role"] == "tool" and m.get("name") in AIRLINE_WRITE_TOOLS
+                           for m in traj)),
+            last_user=last_user))
+    return sorted(rows, key=lambda row: (int(row["task"]), int(row["trial"])))
+
+
+def read_source(repo: str | Path, commit: str = SOURCE_COMMIT) -> list[dict[str, Any]]:
+    """The trajectory file of ``commit`` from a clone or bare mirror of the repository (via git)."""
+    repo = Path(repo)
+    git_dir = repo / ".git" if (repo / ".git").exists() else repo
+    out = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{SOURCE_PATH}"],
+                         check=True, capture_output=True)
+    return json.loads(out.stdout)
+
+
+def to_csv(rows: list[dict[str, str]]) -> str:
+    """The table as CSV text, with the attribution header."""
+    buf = io.StringIO()
+    buf.write(HEADER)
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def table_text() -> str:
+    """The committed CSV, as text."""
+    return resources.files("iclr25.agents").joinpath(TABLE_FILE).read_text(encoding="utf-8")
+
+
+def load_airline_table() -> list[dict[str, Any]]:
+    """The committed table, typed: ints for counts and flags (``None`` where empty)."""
+    lines = [ln for ln in table_text().splitlines() if not ln.startswith("#")]
+    out = []
+    for row in csv.DictReader(lines):
+        typed: dict[str, Any] = dict(row)
+        for key in ("task", "trial", "reward", "agent_turns", "writes"):
+            typed[key] = int(row[key])
+        for key in ("r_actions", "r_outputs"):
+            typed[key] = int(row[key]) if row[key] != "" else None
+        out.append(typed)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Write the derived table from a local copy of the repository."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repo", required=True, help="clone or bare mirror of sierra-research/tau-bench")
+    p.add_argument("--out", default=str(Path(__file__).parent / TABLE_FILE))
+    args = p.parse_args(argv)
+    text = to_csv(derive_rows(read_source(args.repo)))
+    Path(args.out).write_text(text, encoding="utf-8")
+    print(f"wrote {args.out} ({len(text)} bytes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""Render the book from executed notebooks.
+
+``build_book`` executes every chapter that is not cached (``runner.run_chapter``), then lays out
+a staging tree ``_build/src-<scale>`` in which each chapter's ``.md`` is replaced by its executed
+``.ipynb``, fills the generated parts (the chapter table on the intro page, the reproduction
+scoreboard), and runs Sphinx through Jupyter Book's configuration with warnings as errors.
+Jupyter Book itself executes nothing (``execute_notebooks: off``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+
+from iclr25.book.claims import escape_md, held_counts, markdown_table, notebook_claims
+from iclr25.book.params import MissingParameters
+from iclr25.book.registry import Chapter, chapters, find_root
+from iclr25.book.runner import ChapterFailed, run_chapter
+from iclr25.book.timings import load_timings
+
+CHAPTER_TABLE_MARK = "<!-- generated: chapter table -->"
+SCOREBOARD_MARK = "<!-- generated: scoreboard -->"
+
+
+def chapter_table(root: Path, chs: list[Chapter], link: Callable[[Chapter], str] | None = None) -> str:
+    """Markdown table: part, chapter, last measured ci/full times and how many of the paper's
+    claims held at each scale."""
+    timings = load_timings(root)
+    lines = ["| part | chapter | `ci` time (s) | `full` time (s) | paper claims held at `ci` / `full` |",
+             "|---|---|---|---|---|"]
+    for c in chs:
+        t = timings.get(c.id, {})
+        name = link(c) if link else f"`{c.id}`"
+        fmt = lambda s: f"{t[s]:.0f}" if s in t else "—"  # noqa: E731
+        held = " / ".join(str(t.get(f"claims_{s}", "—")) for s in ("ci", "full"))
+        lines.append(f"| {c.part} | {name} | {fmt('ci')} | {fmt('full')} | {held} |")
+    return "\n".join(lines)
+
+
+def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
+                     titles: dict[str, str] | None = None) -> str:
+    """The scoreboard page body: the count of the papers' claims that hold, a summary table (paper
+    claims and our checks per chapter, apart), then each chapter's claims table (the same table the
+    chapter shows: paper claims first, then checks)."""
+    titles = titles or {}
+    allrows = [r for rows in rows_by_chapter.values() for r in rows]
+    total = held_counts(allrows)
+    out = [f"**{total['paper'][0]} of {total['paper'][1]} paper claims hold** on our measurements "
+           f"(and {total['check'][0]} of {total['check'][1]} of our own checks: identities, sanity "
+           "checks and thresholds we chose).", "",
+           "| chapter | measured at scale | paper claims that hold | checks that pass |", "|---|---|---|---|"]
+    for cid, rows in rows_by_chapter.items():
+        title = escape_md(titles.get(cid, cid))
+        scales = ", ".join(sorted({r["scale"] for r in rows})) or "—"
+        n = held_counts(rows)
+        out.append(f"| {{doc}}`{title} <{cid}>` | `{scales}` | {n['paper'][0]} of {n['paper'][1]} "
+                   f"| {n['check'][0]} of {n['check'][1]} |")
+    for cid, rows in rows_by_chapter.items():
+        out += ["", f"## {titles.get(cid, cid)}", "",
+                f"{{doc}}`Chapter {cid} <{cid}>`, measured at scale "
+                f"`{', '.join(sorted({r['scale'] for r in rows})) or '—'}`.", ""]
+        out.append(markdown_table(rows) if rows else "*This chapter reported no claims.*")
+    return "\n".join(out)
+
+
+#: Written in the repository's pages, replaced by ``repository.url`` of ``_config.yml`` at staging.
+REPOSITORY_URL_MARK = "{{ repository_url }}"
+
+
+def write_for_book(executed: Path, dest: Path) -> None:
+    """Copy an executed chapter into the staging tree, hiding papermill's injected-parameters cell
+    (the claims table and the parameters cell already say the scale)."""
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    nbformat.write(nb, dest)
+
+
+def html_dir(root: Path, scale: str) -> Path:
+    """Where the book rendered at ``scale`` goes: ``_build/html`` (full, what readers get) or
+    ``_build/html-ci`` (the test command's book), so the tests never overwrite the real book."""
+    return root / "_build" / ("html" if scale == "full" else f"html-{scale}")
+
+
+def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path | None = None) -> Path:
+    """Lay out the staging tree (default ``_build/src``): config, toc, pages, and each chapter as
+    its executed notebook ``notebooks[chapter id]``; fill the generated parts (chapter table,
+    scoreboard, API reference pages, the repository's URL)."""
+    import yaml
+
+    from iclr25.book.apidoc import add_to_toc, write_api_pages
+
+    src = src or root / "_build" / "src"
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(root / name, src / name)
+    chapter_sources = {c.path.resolve() for c in chs}
+    pages: list[Path] = []
+    for f in (root / "book").rglob("*"):
+        if f.is_dir() or f.resolve() in chapter_sources or f.suffix in {".ipynb", ".json", ".lock"}:
+            continue
+        dest = src / f.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest)
+        if dest.suffix == ".md":
+            pages.append(dest)
+    # literalinclude paths in chapters point at ../../pkg/...: link the package into the tree
+    (src / "pkg").symlink_to(root / "pkg", target_is_directory=True)
+    rows_by_chapter: dict[str, list[dict[str, Any]]] = {}
+    for c in chs:
+        nb_path = notebooks[c.id]
+        dest = src / f"{c.file}.ipynb"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        write_for_book(nb_path, dest)
+        rows_by_chapter[c.id] = notebook_claims(nb_path)
+    intro = src / "book" / "intro.md"
+    if intro.is_file():
+        intro.write_text(intro.read_text().replace(
+            CHAPTER_TABLE_MARK, chapter_table(root, chs, lambda c: f"{{doc}}`{escape_md(c.title)} <{c.id}>`")))
+    board = src / "book" / "scoreboard.md"
+    if board.is_file():
+        titles = {c.id: c.title for c in chs}
+        board.write_text(board.read_text().replace(SCOREBOARD_MARK, scoreboard_table(rows_by_chapter, titles)))
+    api_files = write_api_pages(src, root / "pkg")
+    if api_files:
+        toc = yaml.safe_load((src / "_toc.yml").read_text())
+        add_to_toc(toc, api_files)
+        (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    if any(REPOSITORY_URL_MARK in p.read_text() for p in pages):
+        from iclr25.book.site import site
+
+        url = site(root).repository_url
+        for p in pages:
+            p.write_text(p.read_text().replace(REPOSITORY_URL_MARK, url))
+    return src
+
+
+def render(src: Path, out: Path) -> None:
+    """Jupyter Book's Sphinx configuration, then ``sphinx-build -W -n --keep-going``; the HTML
+    serves MathJax itself (:mod:`iclr25.book.sphinxext`), so it renders without a network."""
+    jb = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
+    proc = subprocess.run([*jb, "config", "sphinx", str(src)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError("Jupyter Book could not read _config.yml/_toc.yml:\n" + proc.stderr[-4000:])
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = [sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going", "-q", "-b", "html",
+           "-d", str(src.parent / f"doctrees-{src.name}"), str(src), str(out)]
+    proc = subprocess.run(cmd, text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise RuntimeError("the book did not render (Sphinx, warnings as errors):\n"
+                           + (proc.stderr or proc.stdout)[-6000:])
+
+
+#: The wall-time budget of one chapter on 2 CPU cores, per scale.
+BUDGET_S = {"ci": 45.0, "full": 300.0}
+
+
+def _run_one(chapter_id: str, root: str, scale: str, force: bool, record: bool) -> tuple[str, str | None, float, bool, str]:
+    """Execute one chapter (in a worker process): ``(id, notebook or None, seconds, cached, error)``."""
+    from iclr25.book.environment import apply_reproducible_env
+    from iclr25.book.registry import get_chapter
+
+    apply_reproducible_env()
+    c = get_chapter(chapter_id, Path(root))
+    t0 = time.perf_counter()
+    try:
+        res = run_chapter(c, scale=scale, force=force, progress=False, record=record)
+    except (ChapterFailed, MissingParameters) as err:
+        log = getattr(err, "log", None)
+        tail = ""
+        if log is not None:
+            lines = log.read_text(errors="replace").strip().splitlines()[-15:]
+            tail = "\n    kernel log (last lines):\n" + "\n".join(f"    | {ln}" for ln in lines)
+        return chapter_id, None, time.perf_counter() - t0, False, f"{err}{tail}"
+    return chapter_id, str(res.notebook), res.wall_s, res.cached, ""
+
+
+def _schedule(chs: list[Chapter], jobs: int, threads: Callable[[Chapter], int],
+              timings: dict[str, dict], scale: str) -> tuple[list[Chapter], list[Chapter]]:
+    """Chapters to run alone (more than one torch thread, or ``jobs`` < 2) and chapters to run
+    ``jobs`` at a time, the longest first (by their last measured time)."""
+    alone = [c for c in chs if jobs < 2 or threads(c) > 1]
+    rest = [c for c in chs if c not in alone]
+    rest.sort(key=lambda c: -float(timings.get(c.id, {}).get(scale, 0.0)))
+    return alone, rest
+
+
+def build_book(scale: str = "full", *, force: bool = False, root: Path | None = None,
+               record: bool = False, jobs: int = 1, budget_factor: float | None = None,
+               echo: Callable[[str], None] = print) -> Path:
+    """Execute what is not cached, then render the book (:func:`html_dir`). Returns the index
+    page. Chapters on one torch thread run ``jobs`` at a time (each in its own process), the
+    others alone. A failing chapter (or one without a parameters cell) is reported and the others
+    still run; with ``budget_factor``, a chapter whose run took longer than that many times its
+    budget (:data:`BUDGET_S`) fails too. The book is rendered only when every chapter passed."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from iclr25.book.registry import chapter_threads
+
+    root = root or find_root()
+    chs = chapters(root)
+    timings = load_timings(root)
+    failures: list[str] = []
+    notebooks: dict[str, Path] = {}
+    done = [0]
+    limit = budget_factor * BUDGET_S[scale] if budget_factor else None
+
+    def report(result: tuple[str, str | None, float, bool, str]) -> None:
+        cid, nb, wall, cached, error = result
+        done[0] += 1
+        if nb is None:
+            failures.append(error)
+            echo(f"[{done[0]}/{len(chs)}] {cid} FAILED: {error}")
+            return
+        notebooks[cid] = Path(nb)
+        how = f"cached (ran in {wall:.1f} s)" if cached else f"{wall:.1f} s"
+        if limit is not None and wall > limit:
+            failures.append(f"{cid}: {wall:.1f} s at {scale}, over {budget_factor}x its budget of "
+                            f"{BUDGET_S[scale]:.0f} s ({limit:.0f} s)")
+            how += f" OVER {budget_factor}x the {BUDGET_S[scale]:.0f} s budget"
+        echo(f"[{done[0]}/{len(chs)}] {cid} {how}")
+
+    alone, paired = _schedule(chs, jobs, chapter_threads, timings, scale)
+    args = (str(root), scale, force, record)
+    for c in alone:
+        report(_run_one(c.id, *args))
+    if paired:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            for result in pool.map(_run_one, [c.id for c in paired], *zip(*[args] * len(paired))):
+                report(result)
+    if failures:
+        raise RuntimeError(f"{len(failures)} chapter(s) failed; the book was not rendered:\n"
+                           + "\n".join(failures))
+    echo("rendering the book (Sphinx, warnings as errors) ...")
+    out = html_dir(root, scale)
+    render(stage(root, chs, notebooks, root / "_build" / f"src-{scale}"), out)
+    return out / "index.html"

@@ -1,0 +1,100 @@
+"""``python -m iclr25 publish``: everything a reader opens, from one commit.
+
+1. Refuse a working tree whose tracked files differ from HEAD (the notebooks pin HEAD, so the
+   book, the notebooks and the package a Colab reader installs must all be that commit).
+2. Render the book (``build_book`` at the given scale) into ``_build/html``.
+3. Write the launch notebooks tree (notebooks, ``pkg/``, ``binder/``, README) and check it: no MyST
+   left, no outputs, the install cell pins the commit, and each equation number equals the book's.
+4. Execute every launch notebook at ``ci`` from that tree (the package imported from it).
+5. Lay out ``<out>/html`` (plus ``.nojekyll``) and ``<out>/notebooks``, each a git repository with
+   one commit naming the source commit, and print the two pushes that publish them: the HTML to
+   the GitHub Pages branch, the notebooks to the branch the launch buttons open (``_config.yml``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+
+from iclr25.book.site import git_commit, site
+
+PAGES_BRANCH = "gh-pages"
+
+
+def equation_mismatches(html: Path, tree: Path) -> list[str]:
+    """Chapters whose launch notebook numbers its equations differently from the rendered book."""
+    problems = []
+    for nb_path in sorted(tree.glob("book/*/*.ipynb")):
+        page = (html / nb_path.relative_to(tree)).with_suffix(".html")
+        if not page.is_file():
+            problems.append(f"{nb_path.relative_to(tree)}: no rendered page {page}")
+            continue
+        numbers = re.findall(r'id="equation-[\w:.-]+">\s*<span class="eqno">\(([\d.]+)\)', page.read_text())
+        nb = nbformat.read(nb_path, as_version=4)
+        tags = re.findall(r"\\tag\{([^}]*)\}", "\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+        if numbers != tags:
+            problems.append(f"{nb_path.relative_to(tree)}: equations numbered {tags} in the notebook, "
+                            f"{numbers} in the book")
+    return problems
+
+
+def _git_snapshot(folder: Path, message: str) -> None:
+    """Make ``folder`` a git repository with a single commit of its content."""
+    shutil.rmtree(folder / ".git", ignore_errors=True)
+    git = ["git", "-c", "user.name=iclr25 publish", "-c", "user.email=publish@localhost", "-C", str(folder)]
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", message]):
+        subprocess.run([*git, *cmd], check=True, capture_output=True)
+
+
+def publish(root: Path, *, scale: str = "full", out: Path | None = None, allow_dirty: bool = False,
+            execute: bool = True, echo: Callable[[str], None] = print) -> Path:
+    """Build the HTML book and the launch notebooks from HEAD into ``out`` (default
+    ``_build/publish``); see the module's docstring. Returns ``out``."""
+    from iclr25.book.build import build_book
+    from iclr25.book.launch import check_tree, execute_launch_notebooks, write_launch_notebooks
+
+    t0 = time.perf_counter()
+    s = site(root)
+    commit, dirty = git_commit(root)
+    if not commit:
+        raise RuntimeError("publish needs a git checkout: the notebooks install the package at a commit")
+    if dirty and not allow_dirty:
+        raise RuntimeError("tracked files differ from HEAD: commit them first (the notebooks install the "
+                           f"package at HEAD, {commit[:12]}), or pass --allow-dirty")
+    out = out or root / "_build" / "publish"
+    echo(f"publishing commit {commit[:12]} of {s.repository_url} at scale {scale}")
+    index = build_book(scale, root=root, echo=echo)
+    echo(f"book rendered: {index}")
+    tree = write_launch_notebooks(root, root / "_build" / "notebooks", commit=commit)
+    problems = check_tree(tree) + equation_mismatches(index.parent, tree)
+    if problems:
+        raise RuntimeError("the launch notebooks are not fit to publish:\n" + "\n".join(problems))
+    echo(f"launch notebooks written and checked: {tree}")
+    if execute:
+        failures = execute_launch_notebooks(tree, scale="ci", echo=echo)
+        if failures:
+            raise RuntimeError("launch notebooks failed at ci:\n" + "\n".join(failures))
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(index.parent, out / "html")
+    (out / "html" / ".nojekyll").write_text("")
+    shutil.copytree(tree, out / "notebooks")
+    stamp = {"commit": commit, "repository": s.repository_url, "scale": scale,
+             "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "dirty": dirty}
+    (out / "html" / "published.json").write_text(json.dumps(stamp, indent=2) + "\n")
+    (out / "notebooks" / "published.json").write_text(json.dumps(stamp, indent=2) + "\n")
+    message = f"ICLR 2025 in Code, built from {commit} ({'with local changes, ' if dirty else ''}scale {scale})"
+    _git_snapshot(out / "html", message)
+    _git_snapshot(out / "notebooks", message)
+    echo(f"published tree ready in {time.perf_counter() - t0:.0f} s: {out}")
+    echo("to publish (force-pushes the two branches; the book's launch buttons open the second):")
+    echo(f"  git -C {out / 'html'} push --force {s.repository_url} HEAD:{PAGES_BRANCH}")
+    echo(f"  git -C {out / 'notebooks'} push --force {s.repository_url} HEAD:{s.notebooks_branch}")
+    return out

@@ -1,0 +1,38 @@
+"""The ledger of measured wall times, ``book/timings.json`` (tracked: "measured on 2 cores").
+
+Only an explicit ``--record`` (``python -m iclr25 run|book --record``) writes it; the test command
+never does. ``python -m iclr25 readme`` copies it into the README chapter table.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from pathlib import Path
+
+from iclr25.common.cache import atomic_write
+
+TIMINGS = "book/timings.json"
+
+
+def load_timings(root: Path) -> dict[str, dict]:
+    """``{chapter id: {"ci": s, "full": s, "claims_ci": "held/total", ...}}``; empty if absent."""
+    path = root / TIMINGS
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def record_time(root: Path, chapter_id: str, scale: str, wall_s: float,
+                claims: tuple[int, int] | None = None) -> None:
+    """Store a chapter's measured wall time at ``scale`` and how many of the paper's claims held
+    (``claims_<scale>: "held/total"``), under a lock, atomically."""
+    path = root / TIMINGS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(".timings.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = load_timings(root)
+        entry = data.setdefault(chapter_id, {})
+        entry[scale] = round(wall_s, 1)
+        if claims is not None:
+            entry[f"claims_{scale}"] = f"{claims[0]}/{claims[1]}"
+        text = json.dumps(dict(sorted(data.items())), indent=2) + "\n"
+        atomic_write(path, lambda tmp: tmp.write_text(text))

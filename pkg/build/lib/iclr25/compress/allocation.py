@@ -1,0 +1,199 @@
+"""Mixed C_4^n: choose ``n`` per layer under a sparsity or latency budget, and prune a stack of blocks
+sequentially with any C_4^n solver (with or without compensation).
+
+The per-layer rule (Algorithm 1 of Shen et al., 2025, *as we read it*: the paper's text is not
+public; an audit quotes "r_e as the effectiveness loss ratio and r_t as the target loss ratio ...
+max index ... N_output"):
+
+1. for every prunable layer ``l`` and ``n`` in {0, 1, 2, 3}, prune **only** ``l`` with C_4^n and
+   record the calibration-loss ratio ``r_e(l, n) = L(l pruned with n) / L(dense)``
+   (:func:`loss_ratio_table`);
+2. given a target ratio ``r_t``, give each layer the largest ("max index") ``n`` with
+   ``r_e(l, n) <= r_t`` (:func:`threshold_allocation`);
+3. choose ``r_t`` as the smallest value whose allocation meets the budget, a number of kept
+   parameters or a latency (:func:`allocate_for_budget`).
+
+Controls at an equal budget: :func:`random_allocation` (no sensitivity signal) and
+:func:`reversed_table` (the signal inverted, a floor: the same rule on a table whose rows are
+reversed in sensitivity order).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from iclr25.compress.layers import collect_inputs
+from iclr25.compress.masks import c4n_mask, wanda_mask
+from iclr25.compress.obs import compensate, input_hessian, sparsegpt_prune
+
+NS = (0, 1, 2, 3)
+"""The C_4^n choices per layer (n = 0: dense)."""
+
+Solver = Callable[[Tensor, Tensor, int], Tensor]
+"""``solver(W (out, in), X (tokens, in), n) -> W_new (out, in)``: C_4^n weights (n zeros per group)."""
+
+
+# ---------------------------------------------------------------- solvers
+
+def _no_data(W: Tensor, X: Tensor, n: int) -> Tensor:
+    return W * c4n_mask(W.abs(), n)
+
+
+def _wanda(W: Tensor, X: Tensor, n: int) -> Tensor:
+    return W * wanda_mask(W, X, None, ("c4n", n))
+
+
+def _wanda_ls(W: Tensor, X: Tensor, n: int) -> Tensor:
+    return compensate(W, input_hessian(X).to(W.device), wanda_mask(W, X, None, ("c4n", n)))
+
+
+def _wanda_group_ls(W: Tensor, X: Tensor, n: int) -> Tensor:
+    return compensate(W, input_hessian(X).to(W.device), wanda_mask(W, X, None, ("c4n", n)), group_size=4)
+
+
+def _sparsegpt(W: Tensor, X: Tensor, n: int) -> Tensor:
+    return sparsegpt_prune(W, input_hessian(X).to(W.device), None, ("c4n", n))[0]
+
+
+def _sparsegpt_mask(W: Tensor, X: Tensor, n: int) -> Tensor:
+    return W * sparsegpt_prune(W, input_hessian(X).to(W.device), None, ("c4n", n))[1]
+
+
+def _sparsegpt_mask_ls(W: Tensor, X: Tensor, n: int) -> Tensor:
+    H = input_hessian(X).to(W.device)
+    return compensate(W, H, sparsegpt_prune(W, H, None, ("c4n", n))[1])
+
+
+SOLVERS: dict[str, Solver] = {
+    "magnitude": _no_data,            # |W| per group, no update
+    "wanda": _wanda,                  # |W| ||X_j|| per group, no update
+    "wanda+ls": _wanda_ls,            # the Wanda mask, then the least-squares weights on it (compensation)
+    "wanda+group-ls": _wanda_group_ls,  # the same, each group of 4 re-fitted on its own
+    "sparsegpt": _sparsegpt,          # OBS: mask chosen group by group on updated weights, with updates
+    "sparsegpt-mask": _sparsegpt_mask,  # SparseGPT's mask applied to the original weights, no update
+    "sparsegpt-mask+ls": _sparsegpt_mask_ls,  # SparseGPT's mask with the least-squares weights on it
+}
+"""C_4^n solvers by name. ``n = 0`` is never passed to them (the layer stays dense)."""
+
+
+def solve(solver: str | Solver, W: Tensor, X: Tensor, n: int) -> Tensor:
+    """``W`` pruned with C_4^n by ``solver`` (a name in :data:`SOLVERS` or a callable); ``n = 0``
+    returns ``W`` unchanged."""
+    fn = SOLVERS[solver] if isinstance(solver, str) else solver
+    return W.clone() if n == 0 else fn(W, X, n)
+
+
+# ---------------------------------------------------------------- pruning a stack of blocks
+
+@torch.no_grad()
+def prune_blocks_(blocks: Sequence[nn.Module], h0: Tensor,
+                  layers_of: Callable[[int, nn.Module], Mapping[str, nn.Linear]],
+                  ns: Mapping[str, int], solver: str | Solver) -> None:
+    """Prune the layers of ``blocks`` in place, sequentially, as SparseGPT and Wanda do: a layer's
+    calibration inputs are recorded *after* every earlier layer was pruned.
+
+    ``h0 (b, l, d)`` is the calibration input of the first block; ``layers_of(i, block)`` names the
+    linear layers of block ``i`` in forward order; ``ns`` gives each name's ``n`` (missing: dense).
+    Only the current block is re-run to record a layer's inputs (its input ``h`` is carried from the
+    pruned earlier blocks), so the cost is about (layers per block + 1) block passes per block.
+    """
+    h = h0
+    for i, block in enumerate(blocks):
+        for name, layer in layers_of(i, block).items():
+            n = ns.get(name, 0)
+            if n == 0:
+                continue
+            X = collect_inputs(layer, lambda: block(h))
+            layer.weight.copy_(solve(solver, layer.weight.detach(), X, n))
+        h = block(h)
+
+
+# ---------------------------------------------------------------- the sensitivity table and the rule
+
+@torch.no_grad()
+def loss_ratio_table(blocks: Sequence[nn.Module], h0: Tensor,
+                     layers_of: Callable[[int, nn.Module], Mapping[str, nn.Linear]],
+                     head_loss: Callable[[Tensor], float], solver: str | Solver,
+                     ns: Sequence[int] = NS) -> dict[str, np.ndarray]:
+    """``r_e(l, n) = L(only l pruned with C_4^n) / L(dense)`` for every layer ``l`` and ``n`` in ``ns``.
+
+    ``head_loss(h)`` maps the output of the last block to the calibration loss. Each layer is pruned
+    with ``solver`` on the *dense* model's inputs and restored afterwards; the blocks before it are
+    not re-run. Returns ``{name: array of len(ns)}``, ``r_e(l, 0) = 1``.
+    """
+    inputs, h = [], h0
+    for block in blocks:
+        inputs.append(h)
+        h = block(h)
+    dense = head_loss(h)
+    table = {}
+    for i, block in enumerate(blocks):
+        for name, layer in layers_of(i, block).items():
+            X = collect_inputs(layer, lambda: block(inputs[i]))
+            W = layer.weight.detach().clone()
+            row = []
+            for n in ns:
+                layer.weight.copy_(solve(solver, W, X, n))
+                h = inputs[i]
+                for later in blocks[i:]:
+                    h = later(h)
+                row.append(head_loss(h) / dense)
+            layer.weight.copy_(W)
+            table[name] = np.array(row)
+    return table
+
+
+def threshold_allocation(r_e: Mapping[str, np.ndarray], r_t: float, ns: Sequence[int] = NS) -> dict[str, int]:
+    """Algorithm 1's rule (our reading): each layer takes the largest ``n`` with ``r_e(l, n) <= r_t``
+    (``n = 0`` always qualifies). Monotone: a larger ``r_t`` never lowers any ``n``."""
+    return {name: max([n for n, r in zip(ns, row) if r <= r_t] + [0]) for name, row in r_e.items()}
+
+
+def allocation_cost(ns: Mapping[str, int], cost: Mapping[str, Sequence[float]]) -> float:
+    """``sum_l cost[l][n_l]``: kept parameters, or latency, of an allocation."""
+    return float(sum(cost[name][n] for name, n in ns.items()))
+
+
+def kept_params_cost(sizes: Mapping[str, int], ns: Sequence[int] = NS) -> dict[str, list[float]]:
+    """The parameter cost of each choice: ``size_l * (1 - n / 4)`` kept weights."""
+    return {name: [size * (1 - n / 4) for n in ns] for name, size in sizes.items()}
+
+
+def allocate_for_budget(r_e: Mapping[str, np.ndarray], cost: Mapping[str, Sequence[float]],
+                        budget: float, ns: Sequence[int] = NS) -> tuple[dict[str, int], float]:
+    """The threshold allocation with the smallest ``r_t`` (among the table's values) whose cost is at
+    most ``budget``; returns ``(allocation, r_t)``. Raises if even the sparsest choice does not fit."""
+    for r_t in sorted({float(r) for row in r_e.values() for r in row} | {1.0}):
+        alloc = threshold_allocation(r_e, r_t, ns)
+        if allocation_cost(alloc, cost) <= budget + 1e-9:
+            return alloc, r_t
+    raise ValueError(f"no allocation meets the budget {budget}")
+
+
+def random_allocation(cost: Mapping[str, Sequence[float]], low: float, high: float,
+                      rng: np.random.Generator, ns: Sequence[int] = NS,
+                      max_tries: int = 100_000) -> dict[str, int]:
+    """A uniformly random ``n`` per layer, conditioned on ``low <= cost <= high`` (rejection sampling):
+    the allocation without any sensitivity signal, at a matched budget."""
+    names = list(cost)
+    table = np.array([cost[name] for name in names])       # (layers, len(ns))
+    for _ in range(max_tries):
+        pick = rng.integers(0, len(ns), len(names))
+        c = table[np.arange(len(names)), pick].sum()
+        if low - 1e-9 <= c <= high + 1e-9:
+            return {name: int(ns[j]) for name, j in zip(names, pick)}
+    raise ValueError(f"no random allocation with cost in [{low}, {high}] after {max_tries} tries")
+
+
+def reversed_table(r_e: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The sensitivity table with its rows reversed in sensitivity order: the layer with the
+    ``i``-th smallest mean excess ``mean_n (r_e(l, n) - 1)`` gets the row of the layer with the
+    ``i``-th largest (ties keep name order). The threshold rule on it gives the most sensitive
+    layers the largest ``n``: the signal inverted, a floor for the allocation."""
+    names = list(r_e)
+    order = sorted(names, key=lambda name: float(np.mean(np.asarray(r_e[name]) - 1)))  # least sensitive first
+    return {name: np.asarray(r_e[src]) for name, src in zip(order, reversed(order))}

@@ -1,0 +1,372 @@
+"""The committed tiny face models of the InterLCM chapter (``weights/faces-*.pt``).
+
+>>> models = load_face_models()     # teacher, LCM, restorers (eval mode) and their training logs
+
+Made by ``python -m iclr25.diffusion.faces_pretrained`` (deterministic on one CPU thread), in three
+stages, each model its own float16 file under 2 MB:
+
+1. ``faces-teacher.pt``: a :func:`~iclr25.diffusion.consistency.make_cond_unet` epsilon-predictor
+   trained on the LFW training faces (augmented) on the ``scaled_linear`` schedule;
+2. ``faces-lcm.pt``: its consistency distillation (:func:`~iclr25.diffusion.consistency.consistency_distill`);
+3. ``faces-<kind>.pt``: the trained restorers of the chapter, every one on the same degraded
+   training pairs and seed: InterLCM (``interlcm``: LQ as the state at ``t = 759``, 3 LCM steps), the
+   from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM steps from pure noise),
+   the DiffBIR-style diffusion restorer (``diffusion``: same encoders on the teacher, epsilon loss,
+   as many network passes), a regression U-Net (``regression``, same losses and passes) and InterLCM
+   trained with the LQ at a later state (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the
+   paper trains its 1-step model separately too), as many steps as InterLCM.
+
+Every restorer's validation curve (PSNR gain over the input on the validation faces) is logged in its
+file's ``meta["curve"]``.
+
+Chapters never retrain silently: a missing file, or one made with another recipe, raises an error
+naming the script.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from iclr25.diffusion.consistency import consistency_distill, make_cond_unet, train_teacher
+from iclr25.diffusion.degrade import SEVERITY, augment, degrade_batch, face_split, lfw_faces
+from iclr25.diffusion.restore import (PerceptualLoss, Restorer, diffusion_restore, eps_loss, interlcm_restore, psnr,
+                                      regress, regression_unet, train_restorer)
+
+SCRIPT = "python -m iclr25.diffusion.faces_pretrained"
+WEIGHTS = Path(__file__).resolve().parent / "weights"
+KINDS = ("interlcm", "fromnoise", "diffusion", "regression", "interlcm-499", "interlcm-259")
+"""The trained restorers (see the module docstring); ``interlcm-499`` and ``interlcm-259`` are InterLCM's
+encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the paper
+trains its 1-step model separately."""
+STARTS = {"interlcm-499": 2, "interlcm-259": 3}
+"""The LCM step index at which the later-start InterLCM variants place the low-quality image (4-step
+schedule ``[999, 759, 499, 259]``: 2 and 1 network calls)."""
+FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}.pt" for k in KINDS}}
+RECIPE = dict(res=16, channels=(16, 32), init_seed=0, data_seed=0,
+              teacher=dict(steps=600, batch_size=32, lr=2e-3, warmup=50),
+              lcm=dict(steps=200, batch_size=32, lr=3e-4, skip=20, ema=0.95),
+              restorer=dict(steps=800, batch_size=16, lr=2e-3, warmup=20, eval_every=50, perceptual=1.0, start=1,
+                            num_steps=4, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2),
+                            degradation=SEVERITY["train"], lr_of=dict(diffusion=4e-3)))
+"""The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
+``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
+is one); the diffusion restorer and the regression U-Net get as many passes as InterLCM
+(``steps * 4 / passes`` steps), the from-noise control as many *steps* (so more passes). Every restorer
+has the same schedule in passes: ``lr`` after a warm-up of ``warmup`` InterLCM-equivalent steps, cosine
+decay to 0 at the end; its validation PSNR (:func:`validation_psnr`) is logged every ``eval_every``
+InterLCM-equivalent steps (the curve the budget was chosen from). ``restorer.lr_of`` overrides ``lr`` per
+kind: the diffusion restorer's rate chosen on its own grid (:data:`M4_GRID`, ``m4-grid`` sub-command). ``restorer.degradation`` records the
+training degradation ranges (:data:`~iclr25.diffusion.degrade.SEVERITY`), so restorers trained on other
+ranges are refused as stale."""
+
+M4_GRID = (1e-4, 3e-4, 1e-3, 2e-3, 4e-3, 8e-3)
+"""The diffusion restorer's learning-rate grid (the brief's {1e-4, 3e-4, 1e-3}, InterLCM's 2e-3, then 4e-3 and 8e-3,
+added while the best rate sat at the grid's upper edge), each run
+with the same budget in passes and validation curve as the committed restorers; the rate kept in
+``RECIPE["restorer"]["lr_of"]["diffusion"]`` is the one with the highest :func:`late_mean` of its curve."""
+GRID_JSON = "faces-diffusion-grid.json"
+
+
+def late_mean(curve, lo: float = 0.75, hi: float = 1.0) -> float:
+    """Mean validation gain of ``curve`` (``[(step, gain), ...]``) over the points with ``lo <= step / last step <= hi``
+    (default: the last quarter of the budget, the selection window of :data:`M4_GRID`)."""
+    c = np.asarray(curve, dtype=float)
+    frac = c[:, 0] / c[-1, 0]
+    return float(c[(frac >= lo - 1e-9) & (frac <= hi + 1e-9), 1].mean())
+
+
+def plateau_change(curve) -> float:
+    """The windowed plateau statistic of a validation curve: mean gain over the last quarter of the budget minus
+    the mean over 25-50 % (the learning rate still at least half its peak there); a model at a plateau moves by
+    less than the noise of one validation evaluation. Averaging 5 points per window replaces the earlier
+    two-point rule (the gain at 75 % minus the gain at 25 %), which single sampler draws made noisy."""
+    return late_mean(curve, 0.75, 1.0) - late_mean(curve, 0.25, 0.5)
+
+
+def grid_log() -> dict:
+    """The committed learning-rate grid of the diffusion restorer (``weights/faces-diffusion-grid.json``, written by
+    the ``m4-grid`` sub-command): ``{lr: {"curve", "late_mean", "seconds", "loss_first_last"}}``, rates ascending."""
+    import json
+
+    path = WEIGHTS / GRID_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"no committed learning-rate grid at {path}: make it with `{SCRIPT} m4-grid`")
+    return {v["lr"]: v for v in json.loads(path.read_text()).values()}
+
+
+def lr_for(kind: str, recipe: dict = RECIPE) -> float:
+    """The peak learning rate of restorer ``kind``: ``restorer.lr_of[kind]`` if set, else ``restorer.lr``."""
+    r = recipe["restorer"]
+    return r.get("lr_of", {}).get(kind, r["lr"])
+
+
+def train_faces(res: int = 16, seed: int = 0) -> torch.Tensor:
+    """The training faces ``(70, 1, res, res)`` (the split of :func:`~iclr25.diffusion.degrade.face_split`)."""
+    return lfw_faces(res)[face_split(seed=seed)["train"]]
+
+
+def face_source(res: int = 16, seed: int = 0):
+    """``source(n, g)``: ``n`` augmented training faces drawn with replacement."""
+    faces = train_faces(res, seed)
+    return lambda n, g: augment(faces[torch.randint(0, len(faces), (n,), generator=g)], g)
+
+
+def pair_source(res: int = 16, seed: int = 0):
+    """``pairs(n, g)``: ``(hq, lq)`` batches, augmented training faces and their random degradations
+    (the numpy degradation seed drawn from ``g``)."""
+    src = face_source(res, seed)
+
+    def pairs(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        hq = src(n, g)
+        rng = np.random.default_rng(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=g)))
+        return hq, degrade_batch(hq, rng, "train")
+    return pairs
+
+
+def _save(name: str, state: dict, meta: dict, path: Path | None = None) -> None:
+    path = WEIGHTS / FILES[name] if path is None else Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": {k: v.half() for k, v in state.items()}, "meta": meta}, path)
+
+
+def _make_restorer(kind: str, recipe: dict, path: Path | None = None) -> dict:
+    """Train restorer ``kind`` on the committed teacher and LCM and save it (to ``path``, default its committed
+    file) with its recipe, losses, validation curve and seconds; returns that metadata."""
+    m = load_face_models(recipe, ("teacher", "lcm"))
+    t0, curve = time.time(), []
+    model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe, curve=curve)
+    meta = {"recipe": stage_recipe(kind, recipe), "losses": losses, "curve": curve, "seconds": time.time() - t0}
+    _save(kind, model.state_dict(), meta, path)
+    return meta
+
+
+def _load(name: str, recipe: dict) -> dict:
+    path = WEIGHTS / FILES[name]
+    if not path.is_file():
+        raise FileNotFoundError(f"no committed {name} model at {path}: make it with `{SCRIPT}` "
+                                f"(chapters never retrain it silently)")
+    ck = torch.load(path, map_location="cpu", weights_only=True)
+    if repr(ck["meta"]["recipe"]) != repr(stage_recipe(name, recipe)):
+        raise RuntimeError(f"{path} was made with another recipe: regenerate it with `{SCRIPT}`")
+    return ck
+
+
+def stage_recipe(name: str, recipe: dict = RECIPE) -> dict:
+    """The part of ``recipe`` that stage ``name`` (``teacher``, ``lcm`` or a restorer kind) depends on."""
+    keep = {"teacher": ("teacher",), "lcm": ("teacher", "lcm")}.get(name, ("teacher", "lcm", "restorer"))
+    out = {k: v for k, v in recipe.items() if not isinstance(v, dict) or k in keep}
+    if "restorer" in out:      # a restorer depends on its own rate only (``lr_of`` folded into ``lr``)
+        r = {k: v for k, v in out["restorer"].items() if k != "lr_of"}
+        out["restorer"] = {**r, "lr": lr_for(name, recipe)} if name in KINDS else r
+    return _plain(out)
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def fit_teacher(recipe: dict = RECIPE, stop_after: int | None = None, progress=None):
+    """Stage 1: the teacher (eval mode) and its losses."""
+    unet = make_cond_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
+    r = recipe["teacher"]
+    losses = train_teacher(unet, face_source(recipe["res"], recipe["data_seed"]), r["steps"], r["batch_size"],
+                           r["lr"], r["warmup"], seed=recipe["data_seed"], stop_after=stop_after, progress=progress)
+    return unet.eval().requires_grad_(False), losses
+
+
+def fit_lcm(teacher, recipe: dict = RECIPE, stop_after: int | None = None, progress=None):
+    """Stage 2: the LCM distilled from ``teacher`` and its losses."""
+    r = recipe["lcm"]
+    return consistency_distill(teacher, face_source(recipe["res"], recipe["data_seed"]), r["steps"], r["batch_size"],
+                               r["lr"], r["skip"], r["ema"], seed=recipe["data_seed"] + 1, stop_after=stop_after,
+                               progress=progress)
+
+
+def restorer_losses(kind: str, teacher, lcm, recipe: dict = RECIPE):
+    """The trainable module and the loss ``(hq, lq, g) -> loss`` of the restorer ``kind``
+    (``interlcm``, ``fromnoise``, ``diffusion``, ``regression``)."""
+    r = recipe["restorer"]
+    perc = PerceptualLoss(teacher)
+
+    def recon(out, hq):
+        return F.l1_loss(out, hq) + r["perceptual"] * perc(out, hq)
+
+    if kind == "regression":
+        model = regression_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
+        return model, lambda hq, lq, g: recon(regress(model, lq), hq)
+    base = teacher if kind == "diffusion" else lcm
+    model = Restorer(base, seed=recipe["init_seed"])
+    if kind == "diffusion":
+        return model, lambda hq, lq, g: eps_loss(teacher, model, hq, lq, g)
+    start = start_of(kind, recipe)
+    return model, lambda hq, lq, g: recon(interlcm_restore(lcm, model, lq, start, r["num_steps"], g), hq)
+
+
+def start_of(kind: str, recipe: dict = RECIPE) -> int:
+    """The LCM step index at which restorer ``kind`` places the low-quality image (0: from pure noise)."""
+    return STARTS.get(kind, recipe["restorer"]["start"] if kind == "interlcm" else 0)
+
+
+def restorer_steps(kind: str, recipe: dict = RECIPE) -> int:
+    """Training steps of ``kind``: equal passes to InterLCM, except the from-noise control and the later-start
+    InterLCM variants (equal steps)."""
+    return _per_kind(recipe["restorer"]["steps"], kind, recipe)
+
+
+def _per_kind(n: int, kind: str, recipe: dict) -> int:
+    """``n`` InterLCM steps in steps of ``kind`` (equal passes; the from-noise control: equal steps)."""
+    r = recipe["restorer"]
+    if kind == "fromnoise" or kind.startswith("interlcm"):
+        return n
+    return n * r["passes"]["interlcm"] // r["passes"][kind]
+
+
+def validation_pairs(res: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hq, lq)`` ``(20, 1, res, res)``: the 10 validation faces of :func:`~iclr25.diffusion.degrade.face_split`,
+    each degraded once ``mild`` and once ``severe`` (numpy seed 2000, as the chapter's validation set)."""
+    val = lfw_faces(res)[face_split(seed=seed)["val"]]
+    rng = np.random.default_rng(2000)
+    return torch.cat([val, val]), torch.cat([degrade_batch(val, rng, "mild"), degrade_batch(val, rng, "severe")])
+
+
+@torch.no_grad()
+def restore(kind: str, model, lq: torch.Tensor, teacher, lcm, recipe: dict = RECIPE,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+    """The restoration of ``lq`` ``(B, 1, H, W)`` by the trained restorer ``model`` of ``kind`` with its own
+    sampler: InterLCM from step :func:`start_of` (3, 2 or 1 LCM calls), the from-noise control (4 LCM calls from noise),
+    the diffusion restorer (50 DDIM steps from noise), the regression U-Net (one call)."""
+    r = recipe["restorer"]
+    if kind == "regression":
+        return regress(model, lq)
+    if kind == "diffusion":
+        return diffusion_restore(teacher, model, lq, 50, None, generator)
+    return interlcm_restore(lcm, model, lq, start_of(kind, recipe), r["num_steps"], generator)
+
+
+def validation_psnr(kind: str, model, teacher, lcm, recipe: dict = RECIPE) -> float:
+    """Mean PSNR gain over the degraded input (dB) of ``model`` on :func:`validation_pairs` (sampler noise seed 3000)."""
+    hq, lq = validation_pairs(recipe["res"], recipe["data_seed"])
+    out = restore(kind, model, lq, teacher, lcm, recipe, torch.Generator().manual_seed(3000))
+    return float((psnr(out, hq) - psnr(lq, hq)).mean())
+
+
+def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int | None = None, progress=None,
+                 curve: list | None = None):
+    """Stage 3: train the restorer ``kind`` on the same degraded pairs; returns it (eval) and its losses.
+    With a list ``curve``, appends ``(interlcm_equivalent_step, validation_psnr)`` every ``eval_every``
+    InterLCM-equivalent steps and at the end (the training itself is unchanged)."""
+    r = recipe["restorer"]
+    model, loss_fn = restorer_losses(kind, teacher, lcm, recipe)
+    every, n = _per_kind(r["eval_every"], kind, recipe), restorer_steps(kind, recipe)
+
+    def on_step(s: int) -> None:
+        if curve is not None and s % every == 0:
+            curve.append((s * r["eval_every"] // every, validation_psnr(kind, model, teacher, lcm, recipe)))
+
+    losses = train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
+                            n, r["batch_size"], lr_for(kind, recipe), seed=recipe["data_seed"] + 2,
+                            stop_after=stop_after, progress=progress, warmup=_per_kind(r["warmup"], kind, recipe),
+                            on_step=on_step)
+    if curve is not None and stop_after is None:
+        curve.append((r["steps"], validation_psnr(kind, model, teacher, lcm, recipe)))
+    return model.eval().requires_grad_(False), losses
+
+
+def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -> None:
+    """Run the stages on one CPU thread and save their files (later stages load the earlier ones;
+    the restorers are independent of each other)."""
+    torch.set_num_threads(1)
+    if "teacher" in stages:
+        t0 = time.time()
+        teacher, losses = fit_teacher(recipe)
+        _save("teacher", teacher.state_dict(), {"recipe": stage_recipe("teacher", recipe), "losses": losses,
+                                                  "seconds": time.time() - t0})
+        print(f"teacher {time.time() - t0:.0f} s, loss {np.mean(losses[:50]):.3f} -> {np.mean(losses[-50:]):.3f}", flush=True)
+    if "lcm" in stages:
+        t0 = time.time()
+        teacher = load_face_models(recipe, ("teacher",))["teacher"]
+        lcm, losses = fit_lcm(teacher, recipe)
+        _save("lcm", lcm.state_dict(), {"recipe": stage_recipe("lcm", recipe), "losses": losses, "seconds": time.time() - t0})
+        print(f"lcm {time.time() - t0:.0f} s, loss {np.mean(losses[:30]):.4f} -> {np.mean(losses[-30:]):.4f}", flush=True)
+    for kind in KINDS:
+        if kind in stages:
+            meta = _make_restorer(kind, recipe)
+            losses = meta["losses"]
+            print(f"{kind} {meta['seconds']:.0f} s, loss {np.mean(losses[:20]):.4f} -> {np.mean(losses[-20:]):.4f}, "
+                  f"validation PSNR gain " + " ".join(f"{s}:{v:+.2f}" for s, v in meta["curve"]), flush=True)
+
+
+def with_lr(kind: str, lr: float, recipe: dict = RECIPE) -> dict:
+    """``recipe`` with restorer ``kind`` trained at peak learning rate ``lr``."""
+    r = recipe["restorer"]
+    return {**recipe, "restorer": {**r, "lr_of": {**r.get("lr_of", {}), kind: lr}}}
+
+
+def m4_grid(lrs=M4_GRID, recipe: dict = RECIPE, out: Path | None = None) -> dict:
+    """Train the diffusion restorer at every rate of ``lrs`` (one CPU thread), save each run's file under
+    ``out`` (default ``_build/faces-grid/`` of the working directory; a run whose file exists is not repeated;
+    the rate of the committed file is read from it) and write every run's validation curve to
+    ``weights/faces-diffusion-grid.json``; returns ``{lr: curve}``."""
+    import json
+    import shutil
+
+    torch.set_num_threads(1)
+    out = Path(out) if out is not None else Path.cwd() / "_build" / "faces-grid"
+    out.mkdir(parents=True, exist_ok=True)
+    path = WEIGHTS / GRID_JSON
+    log = json.loads(path.read_text()) if path.is_file() else {}
+    for lr in lrs:
+        rec, f = with_lr("diffusion", lr, recipe), out / f"faces-diffusion-lr{lr:g}.pt"
+        committed = WEIGHTS / FILES["diffusion"]
+        if not f.is_file() and committed.is_file() and repr(torch.load(committed, weights_only=True)["meta"]["recipe"]) \
+                == repr(stage_recipe("diffusion", rec)):
+            shutil.copy(committed, f)
+        if not f.is_file():
+            _make_restorer("diffusion", rec, f)
+        meta = torch.load(f, weights_only=True)["meta"]
+        log[f"{lr:g}"] = {"lr": lr, "curve": meta["curve"], "late_mean": late_mean(meta["curve"]),
+                          "seconds": meta["seconds"],
+                          "loss_first_last": [float(np.mean(meta["losses"][:100])), float(np.mean(meta["losses"][-100:]))]}
+        path.write_text(json.dumps(dict(sorted(log.items(), key=lambda kv: kv[1]["lr"])), indent=1))
+        print(f"diffusion lr {lr:g}: {meta['seconds']:.0f} s, last-quarter validation gain {late_mean(meta['curve']):+.3f}, "
+              + " ".join(f"{s}:{v:+.2f}" for s, v in meta["curve"]), flush=True)
+    return {v["lr"]: v["curve"] for v in log.values()}
+
+
+def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
+                     device: torch.device | str = "cpu") -> dict:
+    """The committed models (float32, eval mode, gradients off) on ``device``: ``teacher``, ``lcm``
+    and the restorers of :data:`KINDS` named in ``which``; ``meta`` holds each file's training log."""
+    out: dict = {"meta": {}}
+    for name in ("teacher", "lcm"):
+        if name in which or any(k in which for k in KINDS):
+            ck = _load(name, recipe)
+            unet = make_cond_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
+            unet.load_state_dict({k: v.float() for k, v in ck["state_dict"].items()})
+            out[name], out["meta"][name] = unet.to(device).eval().requires_grad_(False), ck["meta"]
+    for kind in KINDS:
+        if kind in which:
+            ck = _load(kind, recipe)
+            model = (regression_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"]) if kind == "regression"
+                     else Restorer(out["teacher"] if kind == "diffusion" else out["lcm"], seed=recipe["init_seed"]))
+            model.load_state_dict({k: v.float() for k, v in ck["state_dict"].items()})
+            out[kind], out["meta"][kind] = model.to(device).eval().requires_grad_(False), ck["meta"]
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["m4-grid"]:     # python -m iclr25.diffusion.faces_pretrained m4-grid [lr ...]
+        m4_grid(tuple(float(a) for a in sys.argv[2:]) or M4_GRID)
+    else:
+        make_checkpoints(stages=tuple(sys.argv[1:]) or ("teacher", "lcm") + KINDS)

@@ -1,0 +1,75 @@
+"""Energy guidance of a diffusion sampler: steer every denoising step down an energy's gradient.
+
+With the noise prediction ``eps_theta(x_t, t)`` the score is ``-eps_theta / sqrt(1 - abar_t)``, so
+adding ``eta_t grad E(x_t)`` to the noise prediction adds ``-eta_t grad E / sqrt(1 - abar_t)`` to the
+score: sampling is tilted towards low energy, and the predicted clean image
+``x0_hat = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t)`` moves *down* the energy. The energy may be
+any differentiable function of the U-Net's intermediate features (read with
+:class:`~iclr25.diffusion.features.FeatureHook`) and of ``x_t``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from diffusers import UNet2DModel
+
+from iclr25.diffusion.features import FeatureHook
+
+Energy = Callable[[dict, torch.Tensor], torch.Tensor]
+"""``energy(features, x_t) -> (B,)``: one energy per sample, from the hooked features (a dict
+name -> tensor) and the input ``x_t`` ``(B, C, H, W)``."""
+
+
+def normalised(g: torch.Tensor, floor: float) -> torch.Tensor:
+    """``g / max(rms(g_b), floor)`` per sample ``b`` (``(B, ...)``): a unit-RMS direction, except
+    that a gradient smaller than ``floor`` is scaled by ``1 / floor`` and so stays small."""
+    rms = g.flatten(1).pow(2).mean(1).sqrt().clamp(min=floor)
+    return g / rms.view(-1, *([1] * (g.dim() - 1)))
+
+
+def energy_and_gradient(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: Energy,
+                        names: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One forward pass of ``unet`` on ``x_t`` ``(B, C, H, W)`` at timestep ``t`` with the layers
+    ``names`` hooked; returns the noise prediction ``(B, C, H, W)``, the energies ``(B,)`` and
+    ``grad_{x_t} sum_b E_b`` ``(B, C, H, W)`` (each sample's gradient is its own energy's as long as
+    the network treats samples independently, as a U-Net with group norm does)."""
+    x = x_t.detach().requires_grad_(True)
+    with torch.enable_grad(), FeatureHook(unet, names) as feats:
+        eps = unet(x, t).sample
+        e = energy(feats, x)
+        (g,) = torch.autograd.grad(e.sum(), x)
+    return eps.detach(), e.detach(), g
+
+
+def smoothed(g: torch.Tensor, width: int) -> torch.Tensor:
+    """``g`` ``(B, C, H, W)`` averaged over ``width x width`` windows (odd ``width``, borders averaged
+    over the pixels inside): a low-passed gradient moves colours of regions rather than single pixels.
+    ``width = 1`` returns ``g``."""
+    if width <= 1:
+        return g
+    return torch.nn.functional.avg_pool2d(g, width, 1, width // 2, count_include_pad=False)
+
+
+def guidance_direction(g: torch.Tensor, smooth: int | torch.Tensor = 1, floor: float = 1e-3) -> torch.Tensor:
+    """The per-sample :func:`normalised` gradient ``g`` ``(B, C, H, W)``, first low-passed by
+    :func:`smoothed` with window ``smooth`` (a number, or ``(B,)`` integers: one per sample)."""
+    if isinstance(smooth, torch.Tensor):
+        widths = smooth.to(g.device).view(-1, *([1] * (g.dim() - 1)))
+        g = sum(torch.where(widths == w, smoothed(g, int(w)), torch.zeros_like(g)) for w in smooth.unique().tolist())
+    else:
+        g = smoothed(g, smooth)
+    return normalised(g, floor)
+
+
+def energy_guided_eps(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: Energy,
+                      names: Sequence[str], scale: torch.Tensor | float,
+                      floor: float = 1e-3, smooth: int | torch.Tensor = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """The guided noise prediction ``eps_tilde = eps_theta(x_t, t) + scale * g_hat`` with ``g_hat``
+    the :func:`guidance_direction` of the gradient of ``energy`` (``scale`` a number or ``(B,)``;
+    ``smooth`` the low-pass width). Returns ``eps_tilde`` ``(B, C, H, W)`` and the energies ``(B,)`` at
+    ``x_t``."""
+    eps, e, g = energy_and_gradient(unet, x_t, t, energy, names)
+    scale = torch.as_tensor(scale, dtype=x_t.dtype, device=x_t.device)
+    return eps + scale.reshape(-1, *([1] * (x_t.dim() - 1))) * guidance_direction(g, smooth, floor), e

@@ -1,0 +1,22 @@
+"""iclr25.sampling: SVGD, Stein kernels and the kernel Stein discrepancy (KSD).
+
+Kernels (:mod:`.kernels`) give Gram matrices, SVGD repulsions and Stein kernels; :mod:`.stein`
+turns them into KSD^2; :mod:`.svgd` runs SVGD (and a Langevin baseline); :mod:`.targets` holds
+score functions; :mod:`.metrics` closed-form Gaussian KL and W2 by optimal transport (POT).
+All functions take torch tensors of particles ``(..., N, d)``; use float64.
+"""
+
+from .kernels import IMQ, RBF, Kernel, Linear, Matern52, RadialKernel, SumKernel, sq_dists
+from .metrics import gaussian_kl, wasserstein2
+from .stein import KSD_KINDS, ksd, ksd_from_scores, stein_kernel_matrix
+from .svgd import svgd, svgd_direction, svgd_step, ula
+from .targets import (gaussian_mixture_score, gaussian_score, logistic_posterior_score,
+                      standard_gaussian_score)
+
+__all__ = [
+    "Kernel", "RadialKernel", "RBF", "IMQ", "Matern52", "Linear", "SumKernel", "sq_dists",
+    "stein_kernel_matrix", "ksd", "ksd_from_scores", "KSD_KINDS",
+    "svgd_direction", "svgd_step", "svgd", "ula",
+    "gaussian_score", "standard_gaussian_score", "gaussian_mixture_score", "logistic_posterior_score",
+    "gaussian_kl", "wasserstein2",
+]

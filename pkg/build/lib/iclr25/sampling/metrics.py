@@ -1,0 +1,41 @@
+"""Distances used to judge a sampler: Gaussian KL in closed form, W2 by exact optimal transport."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import ot
+import torch
+from torch import Tensor
+
+
+def gaussian_kl(m0: Tensor, S0: Tensor, m1: Tensor, S1: Tensor) -> float:
+    """``KL(N(m0, S0) || N(m1, S1))`` in closed form; ``m (d,)``, ``S (d, d)``.
+
+    ``= (tr(S1^-1 S0) + (m1 - m0)^T S1^-1 (m1 - m0) - d + log det S1 - log det S0) / 2``.
+    """
+    d = m0.shape[0]
+    if m1.shape != (d,) or S0.shape != (d, d) or S1.shape != (d, d):
+        raise ValueError("need m0, m1 of shape (d,) and S0, S1 of shape (d, d)")
+    dm = (m1 - m0).unsqueeze(-1)
+    quad = (dm.T @ torch.linalg.solve(S1, dm)).squeeze()
+    tr = torch.trace(torch.linalg.solve(S1, S0))
+    logdet = torch.linalg.slogdet(S1)[1] - torch.linalg.slogdet(S0)[1]
+    return float(0.5 * (tr + quad - d + logdet))
+
+
+def wasserstein2(X: Tensor, Y: Tensor) -> float:
+    """``W2`` between the uniform empirical measures on ``X (N, d)`` and ``Y (M, d)``.
+
+    Exact optimal transport (POT's network simplex, ``ot.emd2``) with squared Euclidean cost.
+    """
+    if X.ndim != 2 or Y.ndim != 2 or X.shape[1] != Y.shape[1]:
+        raise ValueError(f"need X (N, d), Y (M, d), got {tuple(X.shape)}, {tuple(Y.shape)}")
+    x = X.detach().cpu().double().numpy()
+    y = Y.detach().cpu().double().numpy()
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("W2 of non-finite points (did the sampler diverge?)")
+    a, b = np.full(len(x), 1.0 / len(x)), np.full(len(y), 1.0 / len(y))
+    cost = ot.dist(x, y, metric="sqeuclidean")
+    return math.sqrt(max(float(ot.emd2(a, b, cost, numItermax=10_000_000)), 0.0))

@@ -1,0 +1,139 @@
+"""A tiny Mamba trained on real English (the Python reference topics, byte-level), committed as a
+small checkpoint and re-made by this module's script::
+
+    python -m iclr25.ssm.pretrained          # trains it (one CPU thread, deterministic), writes CHECKPOINT
+    python -m iclr25.ssm.pretrained 1        # the same recipe with seed 1: a second model (SEEDS)
+
+Training a byte-level Mamba in pure torch takes minutes, more than a chapter's ``ci`` budget, so the
+weights ship with the package (about 0.6 MB). :func:`text_mamba` loads them and raises, naming the
+script, if the file is missing; a unit test re-runs the script's first steps and compares them with
+the losses recorded in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from iclr25.common.optim import fit, warmup_cosine
+from iclr25.lm.text import encode_bytes, mean_nll, pydoc_text, random_blocks, split_ids
+from iclr25.ssm.mamba import MambaConfig, TinyMamba
+
+CHECKPOINT = Path(__file__).parent / "data" / "text_mamba.pt"
+"""Where the committed weights live (inside the package)."""
+
+SCRIPT = "python -m iclr25.ssm.pretrained"
+"""The command that (re)makes :data:`CHECKPOINT` (append a seed for the other committed models)."""
+
+SEEDS = (0, 1)
+"""Training seeds of the committed models: seed 0 is :data:`CHECKPOINT`, seed ``s`` is
+:func:`checkpoint_path` ``(s)`` (same recipe, other initial weights and windows)."""
+
+
+def checkpoint_path(seed: int = 0) -> Path:
+    """Where the committed model of training seed ``seed`` lives (:data:`CHECKPOINT` for 0)."""
+    return CHECKPOINT if seed == 0 else CHECKPOINT.with_name(f"text_mamba_seed{seed}.pt")
+
+
+def recipe_for(seed: int = 0) -> dict:
+    """:data:`RECIPE` with training seed ``seed``."""
+    return {**RECIPE, "seed": int(seed)}
+
+RECIPE = dict(cfg=MambaConfig(vocab_size=256, d_model=64, n_layers=4, d_state=8), steps=2000,
+              batch_size=16, block=128, lr=3e-3, warmup=100, weight_decay=0.01, val_fraction=0.1,
+              seed=0)
+"""How :data:`CHECKPOINT` is made: 4 blocks of width 64 (135k parameters), 2000 AdamW steps of
+16 windows of 128 bytes (about 4 M tokens, ten passes over the training text)."""
+
+
+def text_splits(val_fraction: float = RECIPE["val_fraction"]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Byte ids of the pydoc corpus, split contiguously: (train, validation). The topics are in sorted
+    order, so the validation stream is the last topics of the alphabet, unseen in training."""
+    return split_ids(encode_bytes(pydoc_text()), val_fraction)
+
+
+def train_byte_lm(model: torch.nn.Module, train_ids: torch.Tensor, steps: int, batch_size: int,
+                  block: int, lr: float, warmup: int, weight_decay: float, seed: int,
+                  stop_after: int | None = None) -> list[float]:
+    """AdamW with linear warmup and cosine decay on random windows of ``train_ids`` (next-byte loss).
+
+    Deterministic given the model's initial weights and ``seed`` (the windows come from a CPU
+    generator) on a fixed number of threads. ``stop_after`` ends the run early, on the *same*
+    schedule (for the reproduction test). Returns the training loss of every step.
+    """
+    device = next(model.parameters()).device
+    g = torch.Generator().manual_seed(seed)
+    decay = [p for n, p in model.named_parameters() if p.ndim == 2 and "embeddings" not in n]
+    other = [p for n, p in model.named_parameters() if not (p.ndim == 2 and "embeddings" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                             {"params": other, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+    model.train()
+
+    def loss_at(_: int) -> torch.Tensor:
+        x, y = (t.to(device) for t in random_blocks(train_ids, batch_size, block, generator=g))
+        return F.cross_entropy(model(x).reshape(-1, model.cfg.vocab_size), y.reshape(-1))
+
+    losses = fit(model.parameters(), opt, loss_at, steps if stop_after is None else min(steps, stop_after),
+                 lr_lambda=warmup_cosine(warmup, steps))
+    model.eval()
+    return losses
+
+
+def make_text_mamba(stop_after: int | None = None, recipe: dict = RECIPE) -> dict:
+    """Train :data:`RECIPE` on one CPU thread; returns the checkpoint dict (``state``, ``cfg``,
+    ``recipe``, ``losses``, ``val_nll``). ``stop_after`` stops early (no validation loss then)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(recipe["seed"])
+        model = TinyMamba(recipe["cfg"])
+        train, val = text_splits(recipe["val_fraction"])
+        args = {k: recipe[k] for k in ("steps", "batch_size", "block", "lr", "warmup", "weight_decay",
+                                       "seed")}
+        losses = train_byte_lm(model, train, stop_after=stop_after, **args)
+        val_nll = mean_nll(model, val, recipe["block"]) if stop_after is None else float("nan")
+    finally:
+        torch.set_num_threads(threads)
+    return {"state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+            "cfg": asdict(recipe["cfg"]), "recipe": {k: v for k, v in recipe.items() if k != "cfg"},
+            "losses": torch.tensor(losses), "val_nll": val_nll}
+
+
+def text_mamba(device: torch.device | str = "cpu", seed: int = 0) -> tuple[TinyMamba, dict]:
+    """The committed byte-level Mamba of training seed ``seed`` (eval mode, on ``device``) and its
+    record (``losses`` per training step, ``val_nll`` in nats per byte at the time it was made,
+    ``recipe``).
+
+    Raises ``FileNotFoundError`` naming :data:`SCRIPT` when the checkpoint is missing.
+    """
+    path = CHECKPOINT if seed == 0 else checkpoint_path(seed)
+    if not path.is_file():
+        cmd = SCRIPT if seed == 0 else f"{SCRIPT} {seed}"
+        raise FileNotFoundError(f"{path} is missing: make it with `{cmd}` (deterministic, "
+                                "a few minutes on one CPU thread)")
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    model = TinyMamba(MambaConfig(**ckpt["cfg"]))
+    model.load_state_dict(ckpt["state"])
+    info = {k: v for k, v in ckpt.items() if k != "state"}
+    return model.to(device).eval(), info
+
+
+def main(seed: int = 0) -> None:
+    """Write the checkpoint of training seed ``seed`` (the state in float32) and print its
+    validation loss."""
+    ckpt = make_text_mamba(recipe=recipe_for(seed))
+    path = checkpoint_path(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(ckpt, path)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB): "
+          f"val {ckpt['val_nll'] / math.log(2):.3f} bits/byte after {len(ckpt['losses'])} steps")
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
