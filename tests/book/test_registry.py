@@ -1,8 +1,9 @@
+import sys
 from pathlib import Path
 
 import pytest
 
-from iclr25.book.registry import UnknownChapter, chapters, find_root, get_chapter
+from iclr25.book.registry import TocError, UnknownChapter, chapters, find_root, get_chapter
 
 
 def test_chapters_read_from_toc(mini_book: Path) -> None:
@@ -38,3 +39,42 @@ def test_real_toc_chapters_exist() -> None:
     missing = [c.id for c in chs if not c.path.is_file()]
     assert not missing, f"chapters listed in _toc.yml without a source file: {missing}"
     assert len({c.id for c in chs}) == len(chs)
+
+
+def test_threads_read_from_the_setup_call() -> None:
+    root = Path(__file__).resolve().parents[2]
+    threads = {c.id: c.threads for c in chapters(root)}
+    # semantix and interlcm ask for two threads; sorel calls start(scale, seed), whose default is two
+    assert {cid for cid, n in threads.items() if n != 1} == {"vision/semantix", "vision/interlcm", "theory/sorel"}
+    assert threads["vision/semantix"] == threads["vision/interlcm"] == threads["theory/sorel"] == 2
+
+
+def test_threads_default(mini_book: Path) -> None:
+    ok = get_chapter("demo/ok")
+    assert ok.threads == 1  # no start( call
+    text = ok.path.read_text()
+    ok.path.write_text(text.replace("x = n * 2", "# start(scale, seed, threads=4)\ndevice = start(scale, seed)"))
+    assert ok.threads == 2
+    ok.path.write_text(text.replace("x = n * 2", "device = start(scale, seed, threads=3)  # three"))
+    assert ok.threads == 3
+
+
+def test_toc_read_without_sphinx_external_toc(mini_book: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the book extra (``list`` alone) the toc is walked by hand, to the same chapters."""
+    real = Path(__file__).resolve().parents[2]
+    with_lib = [(c.id, c.part) for c in chapters(real)] + [(c.id, c.part) for c in chapters(mini_book)]
+    monkeypatch.setitem(sys.modules, "sphinx_external_toc.parsing", None)  # import raises ImportError
+    assert [(c.id, c.part) for c in chapters(real)] + [(c.id, c.part) for c in chapters(mini_book)] == with_lib
+    (mini_book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nparts: [3]\n")
+    with pytest.raises(TocError, match="not a jb-book toc of parts with chapters"):
+        chapters(mini_book)
+
+
+def test_toc_schema_errors_from_the_library(mini_book: Path) -> None:
+    toc = mini_book / "_toc.yml"
+    toc.write_text("format: jb-book\nroot: book/intro\nparts:\n  - caption: A\n    chapters:\n      - book/demo/ok\n")
+    with pytest.raises(TocError, match=r"entry is not a mapping type at '/parts/0/chapters/0'"):
+        chapters(mini_book)
+    toc.write_text("format: jb-book\nroot: book/intro\nparts:\n  - caption: A\n    chapters:\n"
+                   "      - file: book/demo/ok\n        sections:\n          - file: book/demo/broken\n")
+    assert [(c.id, c.part) for c in chapters(mini_book)] == [("demo/ok", "A"), ("demo/broken", "A")]

@@ -208,8 +208,6 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from iclr25.book.registry import chapter_threads
-
     root = root or find_root()
     chs = chapters(root)
     timings = load_timings(root)
@@ -233,7 +231,7 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
             how += f" OVER {budget_factor}x the {BUDGET_S[scale]:.0f} s budget"
         echo(f"[{done[0]}/{len(chs)}] {cid} {how}")
 
-    alone, paired = _schedule(chs, jobs, chapter_threads, timings, scale)
+    alone, paired = _schedule(chs, jobs, lambda c: c.threads, timings, scale)
     args = (str(root), scale, force, record)
     for c in alone:
         report(_run_one(c.id, *args))
