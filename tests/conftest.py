@@ -32,7 +32,7 @@ def chapter_source(title: str, body: str) -> str:
         f"# {title}",
         "```{code-cell} ipython3\n:tags: [parameters]\n\nscale = \"full\"\nseed = 0\nn = 3\nverbose = True\n```",
         "```{code-cell} ipython3\nprint(\"scale\", scale, \"n\", n, \"verbose\", verbose)\n```",
-        f"```{{code-cell}} ipython3\n{body}\n```",
+        f"```{{code-cell}} ipython3\n:tags: [nbval-check-output]\n\n{body}\n```",
     ]
     return HEADER + "\n" + "\n\n".join(cells) + "\n"
 

@@ -80,11 +80,11 @@ def test_golden_verify_defaults_to_the_other_kernels(mini_book: Path, monkeypatc
 
     seen: list[str] = []
 
-    def fake_nbval(chs, *, kernels):  # noqa: ANN001, ANN202
+    def fake_verify(chs, *, kernels, **kw):  # noqa: ANN001, ANN202, ARG001
         seen.append(kernels)
-        return [sys.executable, "-c", "pass"], dict(os.environ), kernels
+        return []
 
-    monkeypatch.setattr(golden, "nbval_command", fake_nbval)
+    monkeypatch.setattr(golden, "verify_goldens", fake_verify)
     assert main(["golden", "--verify"]) == 0 and main(["golden", "--verify", "--kernels", "native"]) == 0
     assert seen == ["other", "native"]
 

@@ -6,19 +6,25 @@ import nbformat
 
 from iclr25.book.build import scoreboard_table, stage
 from iclr25.book.claims import CLAIMS_MIME, notebook_claims
-from iclr25.book.golden import check_fresh, golden_path, make_golden
+import pytest
+
+from iclr25.book.golden import check_fresh, checked_outputs, golden_path, make_golden
 from iclr25.book.registry import chapters, get_chapter
 
 
-def test_golden_made_fresh_then_stale(mini_book: Path) -> None:
+def test_golden_is_the_launch_notebook_with_the_ci_outputs(mini_book: Path) -> None:
     ch = get_chapter("demo/ok")
     assert "no golden notebook" in check_fresh(ch)
     path = make_golden(ch)
     assert path == golden_path(ch) and path.is_file()
     assert check_fresh(ch) is None
     nb = nbformat.read(path, as_version=4)
-    assert any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
+    assert "install" in nb.cells[0].metadata.get("tags", []) and "google.colab" in nb.cells[0].source
+    assert [c.metadata.get("tags") for c in nb.cells if c.cell_type == "code"][1:3] == [
+        ["parameters"], ["injected-parameters"]]  # papermill's cell follows the parameters cell
+    assert not any("```{code-cell}" in c.source for c in nb.cells)  # plain Markdown, no MyST
     assert "iclr25" not in nb.metadata  # the run's cache metadata stays out of the golden
+    assert checked_outputs(nb) == [["6\n"]]
     # an execution of the same code compares equal to the golden; a changed output does not
     from iclr25.book.golden import NO_GPU, compare_with_golden
     from iclr25.book.runner import run_chapter
@@ -26,10 +32,7 @@ def test_golden_made_fresh_then_stale(mini_book: Path) -> None:
     res = run_chapter(ch, scale="ci", progress=False, env=NO_GPU)
     assert res.cached  # make_golden ran exactly this
     assert compare_with_golden(ch, res.notebook) is None
-    nb.cells[-1].metadata.setdefault("tags", []).append("nbval-check-output")
-    nbformat.write(nb, path)
     run_nb = nbformat.read(res.notebook, as_version=4)
-    run_nb.cells[-1].metadata.setdefault("tags", []).append("nbval-check-output")
     run_nb.cells[-1].outputs[0]["text"] = "7\n"
     changed = res.notebook.with_name("changed.ipynb")
     nbformat.write(run_nb, changed)
@@ -38,6 +41,29 @@ def test_golden_made_fresh_then_stale(mini_book: Path) -> None:
     ch.path.write_text(ch.path.read_text().replace("x = n * 2", "x = n * 4"))
     msg = check_fresh(ch)
     assert msg and "python -m iclr25 golden demo/ok" in msg
+
+
+def test_a_golden_without_checked_cells_compares_nothing_and_fails(mini_book: Path) -> None:
+    from iclr25.book.golden import compare_with_golden
+
+    ch = get_chapter("demo/ok")
+    path = make_golden(ch)
+    nb = nbformat.read(path, as_version=4)
+    for c in nb.cells:
+        c.metadata["tags"] = [t for t in c.metadata.get("tags", []) if t != "nbval-check-output"]
+    nbformat.write(nb, path)
+    assert "no cell tagged" in check_fresh(ch)
+    assert "nothing to compare" in compare_with_golden(ch, path)
+
+
+def test_launch_with_outputs_refuses_other_code() -> None:
+    from iclr25.book.golden import launch_with_outputs
+
+    launch = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("install", metadata={"tags": ["install"]}),
+                                             nbformat.v4.new_code_cell("x = 1")])
+    done = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 2")])
+    with pytest.raises(ValueError, match="differs"):
+        launch_with_outputs(launch, done, "a/b")
 
 
 def _fake_executed(root: Path, cid: str, rows: list[dict]) -> Path:
