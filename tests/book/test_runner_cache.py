@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from iclr25.book import cache
+from iclr25.book.params import read_chapter
 from iclr25.book.registry import get_chapter
 from iclr25.book.runner import (BUDGET_S, PROVENANCE_TAG, TIMEOUT_FACTOR, ChapterFailed, Deadline, WrongPackage,
                                 find_result, run_chapter)
@@ -35,7 +36,8 @@ def test_prose_edit_rerenders_without_reexecuting(mini_book: Path) -> None:
     # unchanged: the record itself is the current view
     assert run_chapter(ch, scale="ci", progress=False).notebook == first.notebook
     _edit(ch, "# A chapter that works", "# A chapter that works\n\nNew prose, *fixed*.")
-    _edit(ch, "```{code-cell} ipython3\nx = n * 2", "More prose.\n\n```{code-cell} ipython3\n:tags: [hide-input]\nx = n * 2")
+    _edit(ch, "```{code-cell} ipython3\nx = n * 2",
+          "More prose.\n\n```{code-cell} ipython3\n:tags: [hide-input]\nx = n * 2")
     again = run_chapter(ch, scale="ci", progress=False)
     assert again.cached and again.notebook != first.notebook and again.wall_s == round(first.wall_s, 1)
     assert first.notebook.read_bytes() == record  # the record is never rewritten
@@ -56,10 +58,11 @@ def test_prose_edit_rerenders_without_reexecuting(mini_book: Path) -> None:
 
 def test_merge_keeps_the_injected_cell_after_its_code_cell() -> None:
     v4 = nbformat.v4
-    stored = v4.new_notebook(cells=[v4.new_markdown_cell("old"), v4.new_code_cell("a = 1", metadata={"tags": ["parameters"]}),
+    params = {"tags": ["parameters"]}
+    stored = v4.new_notebook(cells=[v4.new_markdown_cell("old"), v4.new_code_cell("a = 1", metadata=params),
                                     v4.new_code_cell("a = 2", metadata={"tags": ["injected-parameters"]}),
                                     v4.new_code_cell("print(a)", outputs=[v4.new_output("stream", text="2\n")])])
-    current = v4.new_notebook(cells=[v4.new_code_cell("a = 1", metadata={"tags": ["parameters"]}),
+    current = v4.new_notebook(cells=[v4.new_code_cell("a = 1", metadata=params),
                                      v4.new_markdown_cell("new"), v4.new_code_cell("print(a)")])
     merged = cache.merge_outputs(stored, current)
     assert [c.source for c in merged.cells] == ["a = 1", "a = 2", "new", "print(a)"]
@@ -81,7 +84,7 @@ def test_package_data_enters_the_key(mini_book: Path) -> None:
     ch = get_chapter("demo/ok")
     used, unused = _subpackage(mini_book, "used"), _subpackage(mini_book, "unused")
     _edit(ch, "import iclr25.dummy", "import iclr25.dummy\n    from iclr25.used import thing")
-    code = cache.code_cells(__import__("iclr25.book.params", fromlist=["x"]).read_chapter(ch))
+    code = cache.code_cells(read_chapter(ch))
     rel = {p.relative_to(mini_book / "pkg" / "iclr25").as_posix() for p in cache.dependency_files(ch, code)}
     assert rel == {"dummy.py", "used/__init__.py", "used/weights/w.json"}
     assert run_chapter(ch, scale="ci", progress=False).cached is False
@@ -112,7 +115,8 @@ def test_kernel_imports_the_hashed_package(mini_book: Path) -> None:
     with pytest.raises(WrongPackage) as err:
         run_chapter(ch, scale="ci", progress=False)
     assert isinstance(err.value, ChapterFailed)
-    assert f"the kernel imported iclr25 from /elsewhere/iclr25/__init__.py, not from {mini_book / 'pkg'}" in str(err.value)
+    expected = f"the kernel imported iclr25 from /elsewhere/iclr25/__init__.py, not from {mini_book / 'pkg'}"
+    assert expected in str(err.value)
     assert find_result(ch, scale="ci") is None  # nothing stored
 
 
@@ -150,7 +154,8 @@ def test_default_deadline_is_three_times_the_budget() -> None:
 
 def test_deadline_is_per_chapter_and_names_the_cell(mini_book: Path) -> None:
     ch = get_chapter("demo/ok")
-    _edit(ch, "x = n * 2", "import time\ntime.sleep(5)  # first\n```\n\n```{code-cell} ipython3\ntime.sleep(5)  # second")
+    _edit(ch, "x = n * 2",
+          "import time\ntime.sleep(5)  # first\n```\n\n```{code-cell} ipython3\ntime.sleep(5)  # second")
     t0 = time.perf_counter()
     with pytest.raises(ChapterFailed) as err:
         run_chapter(ch, scale="ci", progress=False, timeout_s=8)  # each cell alone would fit in 8 s
@@ -179,7 +184,8 @@ def test_record_time_under_the_lock(tmp_path: Path) -> None:
 
     from iclr25.book.timings import load_timings, record_time
 
-    threads = [threading.Thread(target=record_time, args=(tmp_path, f"p/c{i}", "ci", float(i))) for i in range(4)]
+    threads = [threading.Thread(target=record_time, args=(tmp_path, f"p/c{i}", "ci", float(i)))
+               for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:

@@ -272,9 +272,12 @@ def _keep_failed(out: Path, failed_path: Path, log_path: Path, kernel_output: Ca
         log_path.write_text(kernel_output.text())
     if not out.is_file():
         return None
-    nb = nbformat.read(out, as_version=4)
-    pop_provenance(nb)
-    nbformat.write(nb, failed_path)
+    try:
+        nb = nbformat.read(out, as_version=4)
+        pop_provenance(nb)
+        nbformat.write(nb, failed_path)
+    except Exception:  # noqa: BLE001 - a half-written notebook is kept as it is
+        os.replace(out, failed_path)
     return failed_path
 
 
