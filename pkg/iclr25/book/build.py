@@ -124,7 +124,8 @@ def html_dir(root: Path, scale: str) -> Path:
 
 def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path | None = None) -> Path:
     """Lay out the staging tree (default ``_build/src``): config, toc, pages, and each chapter as
-    its executed notebook ``notebooks[chapter id]``; fill the generated parts (chapter table,
+    its executed notebook ``notebooks[chapter id]`` (what ``run_chapter`` returns: the outputs under
+    the chapter's current text, so a prose edit is staged without re-executing); fill the generated parts (chapter table,
     scoreboard, API reference pages, the repository's URL)."""
     import yaml
 

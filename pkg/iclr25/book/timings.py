@@ -6,7 +6,6 @@ never does. ``python -m iclr25 readme`` copies it into the README chapter table.
 
 from __future__ import annotations
 
-import fcntl
 import json
 from pathlib import Path
 
@@ -25,10 +24,11 @@ def record_time(root: Path, chapter_id: str, scale: str, wall_s: float,
                 claims: tuple[int, int] | None = None) -> None:
     """Store a chapter's measured wall time at ``scale`` and how many of the paper's claims held
     (``claims_<scale>: "held/total"``), under a lock, atomically."""
+    from filelock import FileLock
+
     path = root / TIMINGS
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(".timings.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(path.with_name(".timings.lock")):
         data = load_timings(root)
         entry = data.setdefault(chapter_id, {})
         entry[scale] = round(wall_s, 1)
