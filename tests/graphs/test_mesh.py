@@ -60,7 +60,9 @@ def test_fused_edge_update_equals_mlp_on_concatenation():
     h, e = torch.randn(5, 8), torch.randn(7, 8)
     ei = torch.randint(0, 5, (2, 7))
     ref = blk.edge_mlp(torch.cat([h[ei[0]], h[ei[1]], e], 1))
-    assert torch.allclose(blk.edge_update(h, ei, e), ref, atol=1e-6)
+    # three partial products summed vs one product on the concatenation: float32 round-off of the
+    # outputs' scale (entries near 0 used 30 % of a 1e-6 bar under ATen's default kernels)
+    assert torch.allclose(blk.edge_update(h, ei, e), ref, rtol=1e-5, atol=1e-5 * float(ref.abs().max()))
 
 
 def test_permutation_equivariance_and_receptive_field():

@@ -115,7 +115,10 @@ def test_rome_single_edit_hits_its_value_exactly(world_model):
     d = target_deltas(base, world.vocab, split.edits, 1)[0]
     W0, W1 = mlp_out(base, 1).weight.double(), mlp_out(m, 1).weight.double()
     assert torch.allclose(W1 @ k, W0 @ k + d.double(), atol=1e-4)
-    assert torch.linalg.matrix_rank((W1 - W0).float(), atol=1e-5) == 1
+    # rank relative to the edit's size, in float64: the second singular value is the float32 rounding
+    # of the stored weights (~1e-8 of the first); a float32 SVD's own round-off (~5e-7 of the first)
+    # crossed the old absolute bar of 1e-5 under other kernels
+    assert torch.linalg.matrix_rank((W1 - W0).detach(), rtol=1e-6) == 1
 
 
 def test_ft_edit_respects_the_box(world_model):
@@ -124,5 +127,7 @@ def test_ft_edit_respects_the_box(world_model):
     m = copy.deepcopy(base)
     ft_edit(m, world.vocab, split.edits, 0, steps=10, lr=1e-2, max_change=0.01)
     diff = (mlp_out(m, 0).weight - mlp_out(base, 0).weight).abs()
-    assert diff.max() <= 0.01 + 1e-7 and diff.max() > 0
+    # the box holds up to the float32 rounding of the stored weights (half an ulp of the largest)
+    ulp = torch.finfo(torch.float32).eps * float(mlp_out(base, 0).weight.abs().max())
+    assert diff.max() <= 0.01 + ulp and diff.max() > 0
     assert all(p.requires_grad for p in m.parameters())

@@ -136,4 +136,5 @@ def test_perplexity_is_exp_of_the_mean_token_nll():
     texts = [(WORLD.persons[0], "lives", "in", "paris", "."), ("the", "food", "was", "good", ".")]
     ex = [Example((), t + ("<eos>",)) for t in texts]
     b = encode_examples(VOCAB, ex)
-    assert abs(perplexity(m, VOCAB, texts) - float(torch.exp(answer_nll(m, b).detach()))) < 1e-4
+    # relative: a float32 perplexity near 600 moves by ~1e-4 when the kernels sum in another order
+    assert perplexity(m, VOCAB, texts) == pytest.approx(float(torch.exp(answer_nll(m, b).detach())), rel=1e-5)

@@ -69,7 +69,9 @@ def test_key_covariance_is_keys_second_moment():
     C = key_covariance(m, ids, 0, mask, batch_size=5)
     K = mlp_keys(m, ids, 0).detach()[mask != 0].double()
     assert C.dtype == torch.float64
-    assert torch.allclose(C, K.T @ K / K.shape[0], atol=1e-10)
+    # the keys are float32 and batched differently here (one batch, not batches of 5): entries near 0
+    # agree to float32 round-off of the matrix's scale, not to float64's (kernel-dependent otherwise)
+    assert torch.allclose(C, K.T @ K / K.shape[0], rtol=1e-5, atol=1e-6 * float(C.abs().max()))
     assert torch.allclose(C, C.T) and torch.linalg.eigvalsh(C).min() > -1e-10
 
 
@@ -85,7 +87,8 @@ def test_linear_inputs_are_the_calibration_rows():
     assert torch.allclose(X, ln[ids != 0], atol=1e-6)
     # Wanda's per-feature input norm and SparseGPT's Hessian come straight from X
     Xk = linear_inputs(m, ids, mlp_out(m, 1))
-    assert torch.allclose(Xk.double().T @ Xk.double() / len(Xk), key_covariance(m, ids, 1), atol=1e-8)
+    C = key_covariance(m, ids, 1)
+    assert torch.allclose(Xk.double().T @ Xk.double() / len(Xk), C, rtol=1e-5, atol=1e-6 * float(C.abs().max()))
     with pytest.raises(ValueError, match="valid"):
         linear_inputs(m, ids, "tok")
 

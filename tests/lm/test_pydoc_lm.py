@@ -45,7 +45,7 @@ def test_the_recipe_still_starts_from_the_recorded_first_loss(loaded):
     x, _ = random_blocks(train, r["batch_size"], r["block"], torch.Generator().manual_seed(r["seed"]))
     with torch.no_grad():
         loss = float(next_token_loss(model(x), x, torch.ones(r["batch_size"], r["block"])))
-    assert abs(loss - meta["first_losses"][0]) < 1e-4
+    assert loss == pytest.approx(meta["first_losses"][0], rel=2e-5)  # float32 mean over the batch
 
 
 def test_missing_file_names_the_script(tmp_path):

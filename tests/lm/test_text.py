@@ -39,5 +39,6 @@ def test_uniform_model_has_perplexity_of_vocabulary() -> None:
             return torch.zeros(*x.shape, 256) + self.w
 
     ids = encode_bytes("hello world, " * 50)
-    assert mean_nll(Uniform(), ids, 32) == pytest.approx(math.log(256))
-    assert perplexity(Uniform(), ids, 32) == pytest.approx(256, rel=1e-5)
+    # float32 cross-entropies summed over ~600 tokens: relative round-off, amplified by exp for the perplexity
+    assert mean_nll(Uniform(), ids, 32) == pytest.approx(math.log(256), rel=1e-5)
+    assert perplexity(Uniform(), ids, 32) == pytest.approx(256, rel=1e-4)

@@ -122,7 +122,10 @@ def test_smoothing_sandwich_and_limits():
     for nu in (1e-3, 0.1, 10.0):
         r = smoothed_risk(losses, s, nu)
         assert spectral_risk(losses, s) - nu * D - 1e-12 <= r <= spectral_risk(losses, s) + 1e-12
-    np.testing.assert_allclose(smoothed_weights(losses, s, 1e-9), vertex_weights(losses, s))
+    # nu = 1e-9 projects points of size l / (n nu) ~ 1e8: round-off of that size, not of the weights,
+    # is what the limit can be checked to (it used 60 % of the default rtol=1e-7 on AVX-512)
+    atol = 100 * np.finfo(float).eps * losses.max() / (n * 1e-9)
+    np.testing.assert_allclose(smoothed_weights(losses, s, 1e-9), vertex_weights(losses, s), rtol=0, atol=atol)
     np.testing.assert_allclose(smoothed_weights(losses, s, 1e9), np.full(n, 1 / n), atol=1e-8)
 
 

@@ -246,7 +246,7 @@ def test_tclif_matches_its_equations_step_by_step():
     """TC-LIF: U_d += -sigmoid(c1) U_s + I - gamma S, U_s += sigmoid(c2) U_d - theta S, one somatic spike."""
     n = TCLIF().double()
     with torch.no_grad():
-        n.c.copy_(torch.tensor([0.3, -0.4]))
+        n.c.copy_(torch.tensor([0.3, -0.4], dtype=torch.float64))  # the reference's exact c, not float32's
     I = _current(scale=2.0)
     tr = n.trace(I)
     b1, b2 = torch.sigmoid(torch.tensor(0.3, dtype=torch.float64)), torch.sigmoid(torch.tensor(-0.4, dtype=torch.float64))
@@ -267,6 +267,7 @@ def test_vic_elec_hourly_is_mean_of_half_hours_on_a_regular_grid():
     assert len(half["demand"]) == 52608 and len(hourly["demand"]) == 26304
     assert set(np.diff(half["time"]).astype(int)) == {30} and set(np.diff(hourly["time"]).astype(int)) == {60}
     assert str(half["time"][0]) == "2011-12-31T13:00"          # 2012-01-01 00:00 in Melbourne (UTC+11)
+    # exact: vic_elec averages the pairs with this same reshape-and-mean
     np.testing.assert_allclose(hourly["demand"], half["demand"].reshape(-1, 2).mean(1), rtol=0, atol=0)
     np.testing.assert_allclose(hourly["temperature"], half["temperature"].reshape(-1, 2).mean(1), rtol=0, atol=0)
     assert half["holiday"][0] and not half["holiday"][48 * 2]  # New Year's Day; 3 January 2012 is a workday
