@@ -206,8 +206,10 @@ def test_dependency_files_follow_imports(tmp_path: Path) -> None:
     ch = Chapter(id="x/y", file="book/x/y", part="", root=tmp_path)
     got = {p.relative_to(pkg).as_posix() for p in cache.dependency_files(ch, ["from iclr25.sub import f"])}
     assert got == {"__init__.py", "sub/__init__.py", "sub/a.py", "common.py"}
-    assert len(cache.dependency_files(ch, ["import importlib"])) == 5  # dynamic imports: everything
-    (pkg / "common.py").write_text("import importlib\n")  # dynamic import inside the package, too
+    assert len(cache.dependency_files(ch, ["import importlib\nm = importlib.import_module('iclr25.x')"])) == 5
+    assert len(cache.dependency_files(ch, ["__import__('iclr25.x')"])) == 5  # dynamic imports: everything
+    assert cache.dependency_files(ch, ["from importlib import resources"]) == []  # imports no module by name
+    (pkg / "common.py").write_text("import importlib\nimportlib.import_module('numpy')\n")  # inside the package, too
     assert len(cache.dependency_files(ch, ["from iclr25.sub import f"])) == 5
 
 

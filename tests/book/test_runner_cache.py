@@ -36,8 +36,8 @@ def test_prose_edit_rerenders_without_reexecuting(mini_book: Path) -> None:
     # unchanged: the record itself is the current view
     assert run_chapter(ch, scale="ci", progress=False).notebook == first.notebook
     _edit(ch, "# A chapter that works", "# A chapter that works\n\nNew prose, *fixed*.")
-    _edit(ch, "```{code-cell} ipython3\nx = n * 2",
-          "More prose.\n\n```{code-cell} ipython3\n:tags: [hide-input]\nx = n * 2")
+    _edit(ch, "```{code-cell} ipython3\n:tags: [nbval-check-output]\n\nx = n * 2",
+          "More prose.\n\n```{code-cell} ipython3\n:tags: [nbval-check-output, hide-input]\n\nx = n * 2")
     again = run_chapter(ch, scale="ci", progress=False)
     assert again.cached and again.notebook != first.notebook and again.wall_s == round(first.wall_s, 1)
     assert first.notebook.read_bytes() == record  # the record is never rewritten
@@ -49,7 +49,7 @@ def test_prose_edit_rerenders_without_reexecuting(mini_book: Path) -> None:
     assert kinds == ["markdown", "code", "injected", "code", "markdown", "code"]
     assert "hide-input" in cells[-1].metadata["tags"]  # the current cell's tags
     assert cache.read_meta(again.notebook)["params"]["scale"] == "ci"
-    assert find_result(ch, scale="ci") == first.notebook  # the record, still for the current code
+    assert find_result(ch, scale="ci") == again.notebook  # the current view, still for the current code
     # a code edit re-executes
     _edit(ch, "x = n * 2", "x = n * 5")
     res = run_chapter(ch, scale="ci", progress=False)

@@ -22,7 +22,7 @@ from iclr25.book.claims import (escape_md, format_counts, held_counts, markdown_
 from iclr25.book.params import MissingParameters
 from iclr25.book.registry import Chapter, chapters, find_root
 from iclr25.book.runner import ChapterFailed, run_chapter
-from iclr25.book.timings import load_timings
+from iclr25.book.timings import load_timings, schedule
 
 CHAPTER_TABLE_MARK = "<!-- generated: chapter table -->"
 SCOREBOARD_MARK = "<!-- generated: scoreboard -->"
@@ -219,16 +219,6 @@ def _run_one(chapter_id: str, root: str, scale: str, force: bool, record: bool) 
     return chapter_id, str(res.notebook), res.wall_s, res.cached, ""
 
 
-def _schedule(chs: list[Chapter], jobs: int, threads: Callable[[Chapter], int],
-              timings: dict[str, dict], scale: str) -> tuple[list[Chapter], list[Chapter]]:
-    """Chapters to run alone (more than one torch thread, or ``jobs`` < 2) and chapters to run
-    ``jobs`` at a time, the longest first (by their last measured time)."""
-    alone = [c for c in chs if jobs < 2 or threads(c) > 1]
-    rest = [c for c in chs if c not in alone]
-    rest.sort(key=lambda c: -float(timings.get(c.id, {}).get(scale, 0.0)))
-    return alone, rest
-
-
 def build_book(scale: str = "full", *, force: bool = False, root: Path | None = None,
                record: bool = False, jobs: int = 1, budget_factor: float | None = None,
                echo: Callable[[str], None] = print) -> Path:
@@ -263,7 +253,7 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
             how += f" OVER {budget_factor}x the {BUDGET_S[scale]:.0f} s budget"
         echo(f"[{done[0]}/{len(chs)}] {cid} {how}")
 
-    alone, paired = _schedule(chs, jobs, lambda c: c.threads, timings, scale)
+    alone, paired = schedule(chs, jobs, timings, scale)
     args = (str(root), scale, force, record)
     for c in alone:
         report(_run_one(c.id, *args))

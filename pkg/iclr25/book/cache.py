@@ -31,6 +31,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -121,8 +122,14 @@ def _module_file(root: Path, name: str) -> Path | None:
     return None
 
 
+_DYNAMIC = re.compile(r"\bimport_module\s*\(|\b__import__\s*\(|\bimportlib\.reload\s*\(")
+
+
 def _dynamic(source: str) -> bool:
-    return "importlib" in source or "__import__" in source
+    """Whether ``source`` imports modules by name at run time (``importlib.import_module``,
+    ``__import__``, ``reload``); ``importlib.resources``, ``.metadata`` and ``find_spec`` import
+    nothing."""
+    return bool(_DYNAMIC.search(source))
 
 
 def dependency_files(chapter: Chapter, cells: list[str]) -> list[Path]:

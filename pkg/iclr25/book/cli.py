@@ -106,8 +106,7 @@ def cmd_golden(args: argparse.Namespace) -> int:
     if action == "verify":
         from iclr25.book.golden import verify_goldens
 
-        failures = verify_goldens(chs, kernels=args.kernels or "other", python=args.python, jobs=args.jobs,
-                                  threads=lambda c: c.threads)
+        failures = verify_goldens(chs, kernels=args.kernels or "other", python=args.python, jobs=args.jobs)
         print(f"nbval: {len(chs) - len(failures)} golden notebook(s) passed, {len(failures)} failed")
         for f in failures:
             print(f"  {f}")

@@ -265,11 +265,11 @@ def verify_one(chapter: Chapter, env: dict[str, str], kernel: str | None,
 
 
 def verify_goldens(chs: list[Chapter], *, kernels: str = "other", python: str | None = None, jobs: int = 1,
-                   threads: Callable[[Chapter], int] = lambda c: 1,
                    echo: Callable[[str], None] = print) -> list[str]:
     """nbval on the goldens of ``chs``, each in its own process with a timeout, its kernel run by
     ``python`` (default: this Python) under the ``kernels`` selection, without a GPU; ``jobs`` at a
-    time for chapters on one torch thread (``threads``), alone for the others. Returns the failures."""
+    time for chapters on one torch thread (the longest first), alone for the others. Returns the
+    failures."""
     from iclr25.book.environment import describe
 
     root = chs[0].root if chs else Path.cwd()
@@ -291,10 +291,11 @@ def verify_goldens(chs: list[Chapter], *, kernels: str = "other", python: str | 
         else:
             echo(f"[{count[0]}/{len(chs)}] {c.id} ok in {wall:.1f} s")
 
-    alone = [c for c in chs if threads(c) > 1 or jobs < 2]
+    from iclr25.book.timings import load_timings, schedule
+
+    alone, paired = schedule(chs, jobs, load_timings(root), "ci")
     for c in alone:
         one(c)
-    paired = [c for c in chs if c not in alone]
     if paired:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             list(pool.map(one, paired))

@@ -344,12 +344,14 @@ def remove_leftovers(chapter: Chapter) -> None:
 def find_result(chapter: Chapter, *, scale: str = "ci", seed: int = 0,
                 env: dict[str, str] | None = None) -> Path | None:
     """The stored execution of the chapter's *current* code at (scale, seed, default parameters,
-    ``env``), or None; executes nothing."""
+    ``env``), as the chapter reads now (its current text and tags, :func:`cache.current_view`), or
+    None; executes nothing."""
     extra_env = dict(env or {})
-    key = _run_key(chapter, read_chapter(chapter), {"scale": scale, "seed": seed}, extra_env,
-                   _uses_cuda(extra_env))
-    hit = cache.lookup(chapter, key)
-    return hit[0] if hit else None
+    nb = read_chapter(chapter)
+    key = _run_key(chapter, nb, {"scale": scale, "seed": seed}, extra_env, _uses_cuda(extra_env))
+    with cache.chapter_lock(chapter):
+        hit = cache.lookup(chapter, key)
+        return cache.current_view(chapter, hit[0], nb) if hit else None
 
 
 def _uses_cuda(extra_env: dict[str, str]) -> bool:

@@ -37,3 +37,12 @@ def record_time(root: Path, chapter_id: str, scale: str, wall_s: float,
             entry[f"claims_{scale}"] = list(claims)
         text = json.dumps(dict(sorted(data.items())), indent=2) + "\n"
         atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def schedule(chs: list, jobs: int, timings: dict[str, dict], scale: str) -> tuple[list, list]:
+    """Chapters to run alone (more than one torch thread, or ``jobs`` < 2) and chapters to run
+    ``jobs`` at a time, the longest first (by their last measured time at ``scale``)."""
+    alone = [c for c in chs if jobs < 2 or c.threads > 1]
+    rest = [c for c in chs if c not in alone]
+    rest.sort(key=lambda c: -float(timings.get(c.id, {}).get(scale, 0.0)))
+    return alone, rest

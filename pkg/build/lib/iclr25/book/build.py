@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from iclr25.book.claims import escape_md, held_counts, markdown_table, notebook_claims
+from iclr25.book.claims import (escape_md, format_counts, held_counts, markdown_table, notebook_claims,
+                                parse_counts)
 from iclr25.book.params import MissingParameters
 from iclr25.book.registry import Chapter, chapters, find_root
 from iclr25.book.runner import ChapterFailed, run_chapter
@@ -29,37 +30,67 @@ SCOREBOARD_MARK = "<!-- generated: scoreboard -->"
 
 def chapter_table(root: Path, chs: list[Chapter], link: Callable[[Chapter], str] | None = None) -> str:
     """Markdown table: part, chapter, last measured ci/full times and how many of the paper's
-    claims held at each scale."""
+    claims held of those tested at each scale (``"3/4 (1 undecided)"``: undecided rows are in
+    neither number), then a total row that sums the chapters (times over the chapters measured)."""
     timings = load_timings(root)
-    lines = ["| part | chapter | `ci` time (s) | `full` time (s) | paper claims held at `ci` / `full` |",
+    lines = ["| part | chapter | `ci` time (s) | `full` time (s) | paper claims held / tested at `ci` / `full` |",
              "|---|---|---|---|---|"]
+    totals = {s: [0, 0, 0] for s in SCALES_SHOWN}
+    seen = {s: 0 for s in SCALES_SHOWN}
+    time_sum = {s: 0.0 for s in SCALES_SHOWN}
     for c in chs:
         t = timings.get(c.id, {})
         name = link(c) if link else f"`{c.id}`"
         fmt = lambda s: f"{t[s]:.0f}" if s in t else "—"  # noqa: E731
-        held = " / ".join(str(t.get(f"claims_{s}", "—")) for s in ("ci", "full"))
-        lines.append(f"| {c.part} | {name} | {fmt('ci')} | {fmt('full')} | {held} |")
+        cells = []
+        for s in SCALES_SHOWN:
+            if s in t:
+                time_sum[s] += round(t[s])
+            n = parse_counts(t.get(f"claims_{s}"))
+            if n is None:
+                cells.append("—")
+                continue
+            seen[s] += 1
+            totals[s] = [a + b for a, b in zip(totals[s], n)]
+            cells.append(format_counts(*n))
+        lines.append(f"| {c.part} | {name} | {fmt('ci')} | {fmt('full')} | {' / '.join(cells)} |")
+    held = " / ".join(f"**{format_counts(*totals[s])}**" if seen[s] else "—" for s in SCALES_SHOWN)
+    times = " | ".join(f"{time_sum[s]:.0f}" for s in SCALES_SHOWN)
+    lines.append(f"| **total** | {len(chs)} chapters | {times} | {held} |")
     return "\n".join(lines)
+
+
+SCALES_SHOWN = ("ci", "full")
+"""The scales the README's chapter table shows, in its column order."""
 
 
 def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
                      titles: dict[str, str] | None = None) -> str:
-    """The scoreboard page body: the count of the papers' claims that hold, a summary table (paper
-    claims and our checks per chapter, apart), then each chapter's claims table (the same table the
-    chapter shows: paper claims first, then checks)."""
+    """The scoreboard page body: the count of the papers' claims that hold of those tested (and
+    how many this scale left undecided, counted apart), a summary table (paper claims and our
+    checks per chapter, apart), then each chapter's claims table (the same table the chapter
+    shows: paper claims first, then checks)."""
     titles = titles or {}
     allrows = [r for rows in rows_by_chapter.values() for r in rows]
     total = held_counts(allrows)
-    out = [f"**{total['paper'][0]} of {total['paper'][1]} paper claims hold** on our measurements "
-           f"(and {total['check'][0]} of {total['check'][1]} of our own checks: identities, sanity "
-           "checks and thresholds we chose).", "",
+    (ph, pt, pu), (ch, ct, cu) = total["paper"], total["check"]
+    undecided = ""
+    if pu or cu:
+        undecided = (f" {pu} paper claim{'s' if pu != 1 else ''} and {cu} check{'s' if cu != 1 else ''} "
+                     "were **undecided**: the scale they were measured at cannot decide them (too few "
+                     "seeds or too small a run); they are in neither count, and each table gives the reason.")
+    out = [f"**{ph} of {pt} paper claims hold** on our measurements "
+           f"(and {ch} of {ct} of our own checks: identities, sanity "
+           f"checks and thresholds we chose).{undecided}", "",
            "| chapter | measured at scale | paper claims that hold | checks that pass |", "|---|---|---|---|"]
     for cid, rows in rows_by_chapter.items():
         title = escape_md(titles.get(cid, cid))
         scales = ", ".join(sorted({r["scale"] for r in rows})) or "—"
         n = held_counts(rows)
-        out.append(f"| {{doc}}`{title} <{cid}>` | `{scales}` | {n['paper'][0]} of {n['paper'][1]} "
-                   f"| {n['check'][0]} of {n['check'][1]} |")
+        out.append(f"| {{doc}}`{title} <{cid}>` | `{scales}` | {format_counts(*n['paper'], sep=' of ')} "
+                   f"| {format_counts(*n['check'], sep=' of ')} |")
+    out.append(f"| **total** | | **{format_counts(*total['paper'], sep=' of ')}** "
+               f"| **{format_counts(*total['check'], sep=' of ')}** |")
     for cid, rows in rows_by_chapter.items():
         out += ["", f"## {titles.get(cid, cid)}", "",
                 f"{{doc}}`Chapter {cid} <{cid}>`, measured at scale "
@@ -93,7 +124,8 @@ def html_dir(root: Path, scale: str) -> Path:
 
 def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path | None = None) -> Path:
     """Lay out the staging tree (default ``_build/src``): config, toc, pages, and each chapter as
-    its executed notebook ``notebooks[chapter id]``; fill the generated parts (chapter table,
+    its executed notebook ``notebooks[chapter id]`` (what ``run_chapter`` returns: the outputs under
+    the chapter's current text, so a prose edit is staged without re-executing); fill the generated parts (chapter table,
     scoreboard, API reference pages, the repository's URL)."""
     import yaml
 
@@ -208,8 +240,6 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from iclr25.book.registry import chapter_threads
-
     root = root or find_root()
     chs = chapters(root)
     timings = load_timings(root)
@@ -233,7 +263,7 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
             how += f" OVER {budget_factor}x the {BUDGET_S[scale]:.0f} s budget"
         echo(f"[{done[0]}/{len(chs)}] {cid} {how}")
 
-    alone, paired = _schedule(chs, jobs, chapter_threads, timings, scale)
+    alone, paired = _schedule(chs, jobs, lambda c: c.threads, timings, scale)
     args = (str(root), scale, force, record)
     for c in alone:
         report(_run_one(c.id, *args))

@@ -1,7 +1,10 @@
 """``python -m iclr25``: list, run, book, golden, readme, notebooks, publish, browser, test.
 
-Every command reads the chapters from ``_toc.yml``. Errors (unknown chapter, scale or parameter;
-a failing chapter) are printed as one clear message and exit with status 2 (bad input) or 1.
+Every command reads the chapters from ``_toc.yml``. All input is checked before anything runs, and
+an error is printed as one line. Exit status: 0 ok; 1 a chapter or a check failed; 2 bad input (an
+unknown chapter, scale or parameter, flags that do not go together, a malformed toc, or a command
+that needs the ``[book]`` extra run without it). ``--help`` and ``list`` need only the core package;
+the book tools (nbformat, papermill, jupytext, ...) are imported inside the commands that use them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,14 @@ import time
 from pathlib import Path
 
 from iclr25.common import SCALES
+
+BOOK_TOOLS = frozenset({"nbformat", "nbclient", "papermill", "jupytext", "jupyter_book", "sphinx",
+                        "sphinx_external_toc", "myst_nb", "nbval", "ipykernel"})
+NEEDS_BOOK = "this command needs the book tools: pip install 'iclr25[book]'"
+
+
+class BadInput(ValueError):
+    """Command-line input that is refused before anything runs (exit status 2)."""
 
 
 def _root() -> Path:
@@ -38,14 +49,17 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from iclr25.book.params import check_overrides, parse_overrides
     from iclr25.book.registry import get_chapter
-    from iclr25.book.runner import parse_overrides, run_chapter
 
     chapter = get_chapter(args.chapter, _root())
     overrides = parse_overrides(args.param or [])
     for fixed in ("scale", "seed"):
         if fixed in overrides:
-            raise SystemExit(f"error: set {fixed} with --{fixed}, not -p")
+            raise BadInput(f"set {fixed} with --{fixed}, not -p")
+    check_overrides(chapter, overrides)  # unknown or ill-typed parameters, before anything is printed
+    from iclr25.book.runner import run_chapter
+
     print(f"running {chapter.id} at scale={args.scale} seed={args.seed} ...", flush=True)
     res = run_chapter(chapter, scale=args.scale, seed=args.seed, overrides=overrides, force=args.force,
                       record=args.record)
@@ -65,23 +79,40 @@ def cmd_book(args: argparse.Namespace) -> int:
     return 0
 
 
+def golden_action(args: argparse.Namespace) -> str:
+    """What ``golden`` was asked to do: "verify", "check" or "regenerate" (only when asked plainly,
+    ``golden [IDS...] [--force]``). Raises :class:`BadInput` for flags that do not go together."""
+    if args.compare and not args.check:
+        raise BadInput("golden --compare needs --check (it compares the stored ci runs with the goldens)")
+    if args.kernels is not None and not args.verify:
+        raise BadInput("golden --kernels needs --verify (it selects the CPU kernels nbval runs under)")
+    if (args.python is not None or args.jobs != 1) and not args.verify:
+        raise BadInput("golden --python and --jobs need --verify (they say how nbval runs the goldens)")
+    if args.verify and args.check:
+        raise BadInput("golden --verify and --check are separate checks: give one of them")
+    if args.force and (args.verify or args.check):
+        raise BadInput("golden --force only applies when regenerating (without --check or --verify)")
+    return "verify" if args.verify else "check" if args.check else "regenerate"
+
+
 def cmd_golden(args: argparse.Namespace) -> int:
-    from iclr25.book.golden import check_fresh, make_golden
     from iclr25.book.registry import chapters, get_chapter
 
+    action = golden_action(args)
     root = _root()
     chs = [get_chapter(n, root) for n in args.chapters] if args.chapters else chapters(root)
-    if args.verify:
+    from iclr25.book.golden import check_fresh, make_golden
+
+    if action == "verify":
         from iclr25.book.golden import verify_goldens
-        from iclr25.book.registry import chapter_threads
 
         failures = verify_goldens(chs, kernels=args.kernels or "other", python=args.python, jobs=args.jobs,
-                                  threads=chapter_threads)
+                                  threads=lambda c: c.threads)
         print(f"nbval: {len(chs) - len(failures)} golden notebook(s) passed, {len(failures)} failed")
         for f in failures:
             print(f"  {f}")
         return 1 if failures else 0
-    if args.check:
+    if action == "check":
         problems = [p for p in (check_fresh(c) for c in chs) if p]
         for p in problems:
             print(p)
@@ -129,9 +160,14 @@ def cmd_readme(args: argparse.Namespace) -> int:
 
 
 def cmd_notebooks(args: argparse.Namespace) -> int:
+    from iclr25.book.registry import get_chapter
+
+    if args.chapters is not None and not args.execute_ci:
+        raise BadInput("notebooks --chapters needs --execute-ci (it selects the notebooks executed)")
+    root = _root()
+    ids = list(dict.fromkeys(get_chapter(name, root).id for name in args.chapters)) if args.chapters else None
     from iclr25.book.launch import check_tree, execute_launch_notebooks, write_launch_notebooks
 
-    root = _root()
     t0 = time.perf_counter()
     out = write_launch_notebooks(root, Path(args.out) if args.out else None)
     problems = check_tree(out)
@@ -143,9 +179,10 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
     if problems:
         return 1
     if args.execute_ci:
-        failures = execute_launch_notebooks(out, scale="ci", chapter_ids=args.chapters or None)
+        failures = execute_launch_notebooks(out, scale="ci", chapter_ids=ids)
+        ran = len(ids) if ids else n
         print(f"launch notebooks at ci from {out} (package from {out / 'pkg'}): "
-              f"{n - len(failures)} ran, {len(failures)} failed, {time.perf_counter() - t0:.1f} s in all")
+              f"{ran - len(failures)} of {ran} ran, {len(failures)} failed, {time.perf_counter() - t0:.1f} s in all")
         return 1 if failures else 0
     return 0
 
@@ -196,7 +233,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--budget-factor", type=float, default=None,
                    help="fail a chapter whose run took more than this many times its budget (45 s ci, 300 s full)")
     b.set_defaults(fn=cmd_book)
-    g = sub.add_parser("golden", help="regenerate tests/golden/<id>.ipynb at ci scale")
+    g = sub.add_parser("golden", help="regenerate tests/golden/<id>.ipynb at ci scale, or check them")
     g.add_argument("chapters", nargs="*", help="chapter ids (default: all)")
     g.add_argument("--check", action="store_true", help="only check that golden notebooks are fresh")
     g.add_argument("--compare", action="store_true",
@@ -208,7 +245,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--python", default=None,
                    help="with --verify: the Python whose environment runs the notebooks (default: this one)")
     g.add_argument("--jobs", type=int, default=1, help="with --verify: one-thread chapters this many at a time")
-    g.add_argument("--force", action="store_true", help="re-execute even if cached")
+    g.add_argument("--force", action="store_true", help="when regenerating: re-execute even if cached")
     g.set_defaults(fn=cmd_golden)
     m = sub.add_parser("readme", help="rewrite the README chapter table from _toc.yml and timings")
     m.add_argument("--check", action="store_true", help="fail if the table is out of date")
@@ -217,7 +254,8 @@ def parser() -> argparse.ArgumentParser:
     n.add_argument("--out", help="output folder (default _build/notebooks)")
     n.add_argument("--execute-ci", action="store_true",
                    help="then execute each at ci with the package from the written tree")
-    n.add_argument("--chapters", nargs="*", help="with --execute-ci: only these chapter ids")
+    n.add_argument("--chapters", nargs="+", metavar="CHAPTER",
+                   help="with --execute-ci: only these chapters (ids or short names, as for run)")
     n.set_defaults(fn=cmd_notebooks)
     t = sub.add_parser("test", help="the full test suite, stage by stage, with times")
     t.add_argument("--skip", action="append", choices=("unit", "latest", "chapters", "launch", "browser", "compare", "nbval"),
@@ -239,19 +277,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from iclr25.book.params import BadParameter
-    from iclr25.book.registry import UnknownChapter
-    from iclr25.book.runner import ChapterFailed
-
+    """Run one command; returns the exit status (0 ok, 1 failed, 2 bad input)."""
     from iclr25.book.environment import apply_reproducible_env
 
     args = parser().parse_args(argv)
     apply_reproducible_env()
     try:
         return args.fn(args)
-    except (UnknownChapter, BadParameter, FileNotFoundError, ValueError) as err:
+    except ImportError as err:
+        if (err.name or "").partition(".")[0] not in BOOK_TOOLS:
+            raise
+        print(f"error: {NEEDS_BOOK}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError) as err:  # BadInput, UnknownChapter, BadParameter, TocError, ...
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (ChapterFailed, RuntimeError) as err:
+    except RuntimeError as err:  # ChapterFailed and other failures of a chapter or a check
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -273,6 +273,7 @@ def verify_goldens(chs: list[Chapter], *, kernels: str = "other", python: str | 
     from iclr25.book.environment import describe
 
     root = chs[0].root if chs else Path.cwd()
+    python = os.path.abspath(python) if python else None  # not resolved: a venv's python is a symlink
     folder = write_kernelspec(python, root / "_build" / "jupyter-test") if python else None
     env = verify_env(kernels, folder)
     echo(f"nbval on {len(chs)} golden notebook(s), no GPU, "

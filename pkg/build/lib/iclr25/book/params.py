@@ -10,12 +10,13 @@ type is refused with a message naming the type.
 from __future__ import annotations
 
 import ast
-from typing import Any
-
-import nbformat
+from typing import TYPE_CHECKING, Any
 
 from iclr25.book.registry import Chapter
 from iclr25.common import check_scale
+
+if TYPE_CHECKING:
+    import nbformat
 
 
 class BadParameter(ValueError):
@@ -26,7 +27,7 @@ class MissingParameters(ValueError):
     """A chapter without exactly one valid ``parameters`` cell."""
 
 
-def read_chapter(chapter: Chapter) -> nbformat.NotebookNode:
+def read_chapter(chapter: Chapter) -> "nbformat.NotebookNode":
     """The chapter as an nbformat notebook (through jupytext)."""
     import jupytext
 
@@ -37,7 +38,7 @@ def read_chapter(chapter: Chapter) -> nbformat.NotebookNode:
     return nb
 
 
-def parameters_cell(nb: nbformat.NotebookNode, chapter_id: str = "this chapter") -> tuple[int, dict[str, Any]]:
+def parameters_cell(nb: "nbformat.NotebookNode", chapter_id: str = "this chapter") -> tuple[int, dict[str, Any]]:
     """Index and literal values of the single code cell tagged ``parameters``.
 
     Raises :class:`MissingParameters`, naming ``chapter_id``, when there is no such cell, more than
@@ -58,11 +59,10 @@ def parameters_cell(nb: nbformat.NotebookNode, chapter_id: str = "this chapter")
             try:
                 values[node.targets[0].id] = ast.literal_eval(node.value)
             except ValueError as err:
-                raise MissingParameters(f"{chapter_id}: the parameters cell must hold literals only: "
-                                        f"{ast.unparse(node)}") from err
-    for required in ("scale", "seed"):
-        if required not in values:
-            raise MissingParameters(f"{chapter_id}: the parameters cell must define {required!r}")
+                raise MissingParameters(f"{chapter_id}: the parameters cell must hold literals only: {ast.unparse(node)}") from err
+    missing = [name for name in ("scale", "seed") if name not in values]
+    if missing:
+        raise MissingParameters(f"{chapter_id}: the parameters cell must define {missing[0]!r}")
     return found[0], values
 
 
@@ -82,38 +82,36 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
+_BOOLS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+
+
+def _parse(text: str, default: Any) -> Any:
+    """``text`` read as a value of ``default``'s type; ``ValueError``/``KeyError`` if it is not one."""
+    kind = type(default)
+    if kind is bool:
+        return _BOOLS[text.lower()]
+    if kind is str:
+        return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+    if kind in (int, float):
+        return kind(text)
+    value = ast.literal_eval(text)
+    if default is None or isinstance(value, kind):
+        return value
+    raise ValueError(text)
 
 
 def coerce(name: str, raw: Any, default: Any) -> Any:
     """``raw`` as a value of ``default``'s type (raw text is parsed; a typed value is checked)."""
     kind = type(default)
-    if not isinstance(raw, str):
-        if isinstance(raw, bool) and kind is not bool:
-            raise BadParameter(f"parameter {name!r} takes a {kind.__name__} (default {default!r}), got {raw!r}")
-        if isinstance(raw, kind) or (kind is float and isinstance(raw, int) and not isinstance(raw, bool)):
-            return kind(raw)
-        raise BadParameter(f"parameter {name!r} takes a {kind.__name__} (default {default!r}), got {raw!r}")
-    text = raw.strip()
     try:
-        if kind is bool:
-            if text.lower() in _TRUE:
-                return True
-            if text.lower() in _FALSE:
-                return False
-            raise ValueError(text)
-        if kind is str:
-            return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
-        if kind in (int, float):
-            return kind(text)
-        value = ast.literal_eval(text)
-        if default is None or isinstance(value, kind):
-            return value
-        raise ValueError(text)
-    except (ValueError, SyntaxError):
-        hint = " (true or false)" if kind is bool else ""
-        raise BadParameter(f"parameter {name!r} takes a {kind.__name__}{hint} (default {default!r}); "
-                           f"cannot read {raw!r}") from None
+        if isinstance(raw, str):
+            return _parse(raw.strip(), default)
+        if type(raw) is kind or (kind is float and type(raw) is int):
+            return kind(raw)
+    except (ValueError, SyntaxError, KeyError):
+        pass
+    hint = " (true or false)" if kind is bool else ""
+    raise BadParameter(f"parameter {name!r} takes a {kind.__name__}{hint} (default {default!r}); cannot read {raw!r}")
 
 
 def check_overrides(chapter: Chapter, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

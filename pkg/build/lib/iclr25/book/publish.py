@@ -1,7 +1,9 @@
 """``python -m iclr25 publish``: everything a reader opens, from one commit.
 
 1. Refuse a working tree whose tracked files differ from HEAD (the notebooks pin HEAD, so the
-   book, the notebooks and the package a Colab reader installs must all be that commit).
+   book, the notebooks and the package a Colab reader installs must all be that commit), and a HEAD
+   that no remote-tracking branch contains (Colab's ``pip install`` of that commit would fail);
+   checked offline, against the remote-tracking branches as last fetched.
 2. Render the book (``build_book`` at the given scale) into ``_build/html``.
 3. Write the launch notebooks tree (notebooks, ``pkg/``, ``binder/``, README) and check it: no MyST
    left, no outputs, the install cell pins the commit, and each equation number equals the book's.
@@ -53,6 +55,21 @@ def _git_snapshot(folder: Path, message: str) -> None:
         subprocess.run([*git, *cmd], check=True, capture_output=True)
 
 
+def check_pushed(root: Path, commit: str) -> None:
+    """Raise unless ``commit`` is contained in some remote-tracking branch (``git branch -r
+    --contains``, as last fetched: nothing is fetched), since the launch notebooks' install cell
+    makes Colab ``pip install`` the package at exactly that commit from the repository."""
+    try:
+        out = subprocess.run(["git", "branch", "-r", "--contains", commit], cwd=root, capture_output=True,
+                             text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise RuntimeError(f"cannot tell whether {commit[:12]} has been pushed: {err}") from err
+    if not [line for line in out.splitlines() if line.strip()]:
+        raise RuntimeError(f"push {commit} first: the Colab install cell pins it, and no remote-tracking "
+                           "branch contains it (checked without fetching; `git fetch` if it was pushed "
+                           "from elsewhere)")
+
+
 def publish(root: Path, *, scale: str = "full", out: Path | None = None, allow_dirty: bool = False,
             execute: bool = True, echo: Callable[[str], None] = print) -> Path:
     """Build the HTML book and the launch notebooks from HEAD into ``out`` (default
@@ -68,6 +85,7 @@ def publish(root: Path, *, scale: str = "full", out: Path | None = None, allow_d
     if dirty and not allow_dirty:
         raise RuntimeError("tracked files differ from HEAD: commit them first (the notebooks install the "
                            f"package at HEAD, {commit[:12]}), or pass --allow-dirty")
+    check_pushed(root, commit)
     out = out or root / "_build" / "publish"
     echo(f"publishing commit {commit[:12]} of {s.repository_url} at scale {scale}")
     index = build_book(scale, root=root, echo=echo)

@@ -5,6 +5,9 @@ matter has a ``kernelspec``); its id is ``<part>/<slug>``. Every other entry is 
 under ``book/`` (the intro, the scoreboard, the bibliography) or in a folder of plain pages (the API
 reference). Every entry must exist; a malformed toc, or an entry that is neither a chapter nor an
 existing page, raises :class:`TocError` with one line naming the problem.
+
+The toc is parsed by ``sphinx_external_toc`` as Jupyter Book parses it (same schema checks, nesting
+and file order); without the ``[book]`` extra, ``list`` falls back to a plain walk of the YAML.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import yaml
 
 ROOT_ENV = "ICLR25_ROOT"
+START_THREADS = 2  # the threads iclr25.common.start sets by default (min(2, cores))
 
 
 class UnknownChapter(ValueError):
@@ -63,39 +67,42 @@ class Chapter:
     @property
     def title(self) -> str:
         """The first ``"# "`` heading of the source (the id if the file has none yet)."""
-        if self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-        return self.id
+        heading = re.search(r"^# (.+)$", self.path.read_text(encoding="utf-8"), re.M) if self.path.is_file() else None
+        return heading.group(1).strip() if heading else self.id
+
+    @property
+    def threads(self) -> int:
+        """The torch threads its setup call sets: ``N`` of ``start(scale, seed, threads=N)``; without
+        ``threads=``, ``start``'s default of 2 (``min(2, cores)``); 1 when there is no ``start(`` call."""
+        call = re.search(r"^[^#\n]*\bstart\(([^)]*)\)", self.path.read_text(encoding="utf-8"), re.M)
+        given = re.search(r"\bthreads\s*=\s*(\d+)", call.group(1)) if call else None
+        return int(given.group(1)) if given else START_THREADS if call else 1
 
 
 def _toc_files(toc: dict) -> list[tuple[str, str]]:
-    """``(part caption, file)`` for every entry of a jb-book toc, in order."""
+    """``(part caption, file)`` for every file entry of a jb-book toc, in order."""
+    try:
+        from sphinx_external_toc.api import FileItem
+        from sphinx_external_toc.parsing import MalformedError, parse_toc_data
+    except ImportError:  # no book extra (``list``): each part's chapters, no nesting or schema checks
+        try:
+            return [(str(p.get("caption", "")), str(c["file"])) for p in toc["parts"] for c in p["chapters"]]
+        except (AttributeError, KeyError, TypeError):
+            raise TocError("_toc.yml is not a jb-book toc of parts with chapters") from None
+    try:
+        site = parse_toc_data(toc)
+    except MalformedError as err:
+        problem, _, where = str(err).partition(" @ ")
+        raise TocError(f"_toc.yml: {problem.replace(' not a ', ' is not a ')} at {where or '/'}") from None
+
     out: list[tuple[str, str]] = []
 
-    def walk(entries: object, caption: str) -> None:
-        if entries is None:
-            return
-        if not isinstance(entries, list):
-            raise TocError(f"_toc.yml: expected a list of entries under {caption or 'the root'!r}, "
-                           f"got {type(entries).__name__}")
-        for entry in entries:
-            if not isinstance(entry, dict):
-                raise TocError(f"_toc.yml: entry {entry!r} under {caption or 'the root'!r} is not a mapping "
-                               "(write `- file: book/<part>/<slug>`)")
-            if "file" in entry:
-                out.append((caption, str(entry["file"])))
-            walk(entry.get("sections"), caption)
-
-    parts = toc.get("parts")
-    if parts is not None and not isinstance(parts, list):
-        raise TocError("_toc.yml: `parts` must be a list of parts with a caption and chapters")
-    for part in parts or []:
-        if not isinstance(part, dict):
-            raise TocError(f"_toc.yml: part {part!r} is not a mapping with `caption` and `chapters`")
-        walk(part.get("chapters"), str(part.get("caption", "")))
-    walk(toc.get("chapters"), "")
+    def walk(doc: str, caption: str | None) -> None:  # sections keep their part's caption
+        for tree in site[doc].subtrees:
+            for item in (i for i in tree.items if isinstance(i, FileItem)):
+                out.append((caption or tree.caption or "", str(item)))
+                walk(item, caption or tree.caption)
+    walk(site.root.docname, None)
     return out
 
 
@@ -119,10 +126,7 @@ def load_toc(root: Path | None = None) -> dict:
 
 
 def _source(root: Path, file: str) -> Path | None:
-    for suffix in SOURCE_SUFFIXES:
-        if (root / f"{file}{suffix}").is_file():
-            return root / f"{file}{suffix}"
-    return None
+    return next((p for p in (root / f"{file}{suffix}" for suffix in SOURCE_SUFFIXES) if p.is_file()), None)
 
 
 def _is_notebook(path: Path) -> bool:
@@ -145,11 +149,10 @@ def toc_entries(root: Path | None = None) -> list[tuple[str, str, str]]:
             raise TocError(f"_toc.yml entry {file!r} is neither a chapter (book/<part>/<slug>) nor a page "
                            "(book/<page>)")
         src = _source(root, file)
+        kind = "chapter" if len(parts) == 3 and (src is None or _is_notebook(src)) else "page"
         if src is None:
-            kind = "chapter" if len(parts) == 3 else "page"
             raise TocError(f"_toc.yml lists {file!r} but there is no {file}.md: "
                            f"it is neither an existing chapter nor a known page ({kind} expected)")
-        kind = "chapter" if len(parts) == 3 and _is_notebook(src) else "page"
         out.append((kind, caption, file))
     return out
 
@@ -167,22 +170,10 @@ def get_chapter(name: str, root: Path | None = None) -> Chapter:
     known = chapters(root)
     ids = [c.id for c in known]
     key = re.sub(r"\.(md|ipynb)$", "", name.strip()).removeprefix("./").removeprefix("book/")
-    for c in known:
-        if key == c.id:
-            return c
-    by_slug = [c for c in known if c.id.split("/")[-1] == key]
-    if len(by_slug) == 1:
-        return by_slug[0]
+    found = [c for c in known if key == c.id] or [c for c in known if c.id.split("/")[-1] == key]
+    if len(found) == 1:
+        return found[0]
     close = difflib.get_close_matches(key, ids + [i.split("/")[-1] for i in ids], n=1, cutoff=0.4)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise UnknownChapter(f"unknown chapter {name!r}.{hint} Valid chapters: {', '.join(ids)}")
 
-
-_THREADS = re.compile(r"\bstart\([^)]*\bthreads\s*=\s*(\d+)")
-
-
-def chapter_threads(chapter: Chapter) -> int:
-    """The torch threads the chapter's setup call ``start(scale, seed, threads=N)`` asks for (1
-    when it names none)."""
-    m = _THREADS.search(chapter.path.read_text(encoding="utf-8"))
-    return int(m.group(1)) if m else 1

@@ -25,6 +25,7 @@ class Site:
     book_url: str
     binderhub_url: str
     colab_url: str
+    notebook_interface: str = "jupyterlab"
 
     @property
     def owner_repo(self) -> str:
@@ -56,6 +57,18 @@ class Site:
         """What the book's Binder button opens (its prefix: the book adds the interface's path)."""
         return f"{self.binderhub_url.rstrip('/')}/v2/gh/{self.owner_repo}/{self.notebooks_branch}"
 
+    def binder_url(self, notebook: str) -> str:
+        """What opens ``notebook`` on Binder in the configured interface (``launch_buttons.
+        notebook_interface``: JupyterLab, which the Binder environment pins, or the classic one)."""
+        path = f"lab/tree/{notebook}" if self.notebook_interface == "jupyterlab" else f"tree/{notebook}"
+        return f"{self.binder_launch(notebook)}?urlpath={path}"
+
+    @property
+    def pages_url(self) -> str:
+        """The GitHub Pages address of the repository (``https://OWNER.github.io/NAME/``)."""
+        owner, _, name = self.owner_repo.partition("/")
+        return f"https://{owner.lower()}.github.io/{name}/"
+
 
 def load_config(root: Path) -> dict:
     return yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8")) or {}
@@ -73,11 +86,12 @@ def site(root: Path) -> Site:
     launch = cfg.get("launch_buttons", {}) or {}
     book_url = str((cfg.get("html", {}) or {}).get("baseurl", "") or "")
     if not book_url:
-        owner, _, name = urlparse(url).path.strip("/").partition("/")
-        book_url = f"https://{owner}.github.io/{name}/"
+        owner, _, name = urlparse(url).path.strip("/").removesuffix(".git").partition("/")
+        book_url = f"https://{owner.lower()}.github.io/{name}/"
     return Site(repository_url=url, notebooks_branch=str(repo.get("branch", "notebooks")),
                 book_url=book_url, binderhub_url=str(launch.get("binderhub_url", "https://mybinder.org")),
-                colab_url=str(launch.get("colab_url", "https://colab.research.google.com")))
+                colab_url=str(launch.get("colab_url", "https://colab.research.google.com")),
+                notebook_interface=str(launch.get("notebook_interface", "jupyterlab")))
 
 
 #: Tracked files that running chapters rewrite (measurements, not content): not "local changes".

@@ -6,7 +6,6 @@ never does. ``python -m iclr25 readme`` copies it into the README chapter table.
 
 from __future__ import annotations
 
-import fcntl
 import json
 from pathlib import Path
 
@@ -16,23 +15,25 @@ TIMINGS = "book/timings.json"
 
 
 def load_timings(root: Path) -> dict[str, dict]:
-    """``{chapter id: {"ci": s, "full": s, "claims_ci": "held/total", ...}}``; empty if absent."""
+    """``{chapter id: {"ci": s, "full": s, "claims_ci": [held, tested, undecided], ...}}``; empty if absent."""
     path = root / TIMINGS
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def record_time(root: Path, chapter_id: str, scale: str, wall_s: float,
-                claims: tuple[int, int] | None = None) -> None:
+                claims: tuple[int, int, int] | None = None) -> None:
     """Store a chapter's measured wall time at ``scale`` and how many of the paper's claims held
-    (``claims_<scale>: "held/total"``), under a lock, atomically."""
+    (``claims_<scale>: [held, tested, undecided]``, :func:`iclr25.book.claims.held_counts`), under
+    a lock, atomically."""
+    from filelock import FileLock
+
     path = root / TIMINGS
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(".timings.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(path.with_name(".timings.lock")):
         data = load_timings(root)
         entry = data.setdefault(chapter_id, {})
         entry[scale] = round(wall_s, 1)
         if claims is not None:
-            entry[f"claims_{scale}"] = f"{claims[0]}/{claims[1]}"
+            entry[f"claims_{scale}"] = list(claims)
         text = json.dumps(dict(sorted(data.items())), indent=2) + "\n"
         atomic_write(path, lambda tmp: tmp.write_text(text))
