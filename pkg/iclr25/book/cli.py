@@ -257,7 +257,7 @@ def parser() -> argparse.ArgumentParser:
                    help="with --execute-ci: only these chapters (ids or short names, as for run)")
     n.set_defaults(fn=cmd_notebooks)
     t = sub.add_parser("test", help="the full test suite, stage by stage, with times")
-    t.add_argument("--skip", action="append", choices=("unit", "latest", "chapters", "launch", "browser", "compare", "nbval"),
+    t.add_argument("--skip", action="append", choices=("unit", "latest", "chapters", "browser", "compare", "nbval"),
                    help="skip a stage (for local iteration; CI runs them all)")
     t.set_defaults(fn=cmd_test)
     pb = sub.add_parser("publish", help="from one clean commit: the HTML book, the notebooks tree and Binder files")

@@ -225,9 +225,9 @@ def nbval_command(chapter: Chapter, *, kernel: str | None, cell_timeout_s: int) 
     """pytest with nbval on the golden of ``chapter`` (``kernel``: a kernelspec name; None: the
     Python running this)."""
     how = ["--nbval-kernel-name", kernel] if kernel else ["--nbval-current-env"]
+    ini = ["-c", "tests/pytest.ini"] if (chapter.root / "tests" / "pytest.ini").is_file() else []
     return [sys.executable, "-m", "pytest", "-v", "--nbval-lax", *how, f"--nbval-cell-timeout={cell_timeout_s}",
-            "-p", "no:cacheprovider", "-c", "tests/pytest.ini", "--rootdir", ".",
-            str(golden_path(chapter).relative_to(chapter.root))]
+            "-p", "no:cacheprovider", *ini, "--rootdir", ".", str(golden_path(chapter).relative_to(chapter.root))]
 
 
 _CELL_DONE = re.compile(r"::Cell (\d+) (PASSED|FAILED|ERROR|SKIPPED)")

@@ -105,21 +105,23 @@ def reader_env_commands(root: Path, python: str = sys.executable) -> list[list[s
                         f"sys.exit(0 if iclr25.__file__.startswith({str(venv)!r}) else 1)"]]
 
 
-def run_tests(root: Path, *, skip: set[str] | None = None) -> int:
-    """Run the stages in order (each even if an earlier one failed); 0 when all passed."""
+#: A stage: (key, title, commands, environment or None for this process's).
+Stage = tuple[str, str, list[list[str]], "dict[str, str] | None"]
+STAGE_KEYS = ("unit", "latest", "chapters", "browser", "compare", "nbval")
+
+
+def stage_plan(root: Path, python: str = sys.executable) -> list[Stage]:
+    """The stages of the test command, in order (:data:`STAGE_KEYS`)."""
     from iclr25.book.environment import describe, other_kernels_env
 
-    skip = skip or set()
-    py = sys.executable
-    os.chdir(root)
+    py = python
     offline = offline_prefix()
     net_off = " (network off)" if offline else ""
     other = other_kernels_env()
-    unit_env = {**os.environ, **other}
     reader_py = str(root / READER_VENV / "bin" / "python")
-    stages: list[tuple[str, str, list[list[str]], dict[str, str] | None]] = [
+    return [
         ("unit", f"1 package and runner tests, other CPU kernels ({describe(other)})",
-         [[py, "-m", "pytest", *UNIT_TEST_ARGS]], unit_env),
+         [[py, "-m", "pytest", *UNIT_TEST_ARGS]], {**os.environ, **other}),
         ("latest", "2 unit tests on the newest releases (needs PyPI; beside stage 1)", latest_env_commands(root, py), None),
         ("chapters", f"3 chapters at ci (budget x{BUDGET_FACTOR}) + test book render{net_off}",
          [[*offline, py, "-m", "iclr25", "book", "--scale", "ci", "--jobs", "2", "--budget-factor", str(BUDGET_FACTOR)]],
@@ -134,6 +136,14 @@ def run_tests(root: Path, *, skip: set[str] | None = None) -> int:
           [*offline, py, "-m", "iclr25", "golden", "--verify", "--kernels", "other", "--python", reader_py,
            "--jobs", "2"]], None),
     ]
+
+
+def run_tests(root: Path, *, skip: set[str] | None = None) -> int:
+    """Run the stages in order (each even if an earlier one failed; stage 2 beside stage 1); 0 when
+    all passed."""
+    skip = skip or set()
+    os.chdir(root)
+    stages = stage_plan(root)
     times: list[tuple[str, float, int]] = []
     background = None
     for key, name, cmds, env in stages:
