@@ -266,3 +266,19 @@ def test_build_prints_one_line_per_chapter_and_kernel_output_only_on_failure(
     failed = "\n".join(lines[lines.index(next(ln for ln in lines if "demo/broken FAILED" in ln)):])
     assert "ZeroDivisionError" in failed
 
+
+def test_contributing_says_what_the_test_command_and_the_reader_files_are() -> None:
+    """CONTRIBUTING.md names the test command's stage count as the README does, the goldens as
+    launch notebooks, the reader environment and the command that generates the reader's files."""
+    import re
+
+    from iclr25.book.reader import READER_LIST, REGENERATE
+    from iclr25.book.testing import READER_VENV
+
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    stages = re.search(r"`make test` runs (\w+) stages", (ROOT / "README.md").read_text())
+    assert stages and f"{stages.group(1)} stages" in text
+    for needed in (READER_VENV, READER_LIST, REGENERATE, "launch notebook", "binder/environment.yml",
+                   "environment.yml", "`jb build .`"):
+        assert needed in text, needed
+    assert "{bibliography} is on the back-matter page" not in text
