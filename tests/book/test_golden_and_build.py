@@ -104,3 +104,60 @@ def test_scoreboard_table_counts() -> None:
     table = scoreboard_table({"x/y": [row]})
     assert table.startswith("**0 of 1 paper claims hold**") and "`full`" in table and "| 0 of 1 |" in table
 
+
+
+def test_download_button_serves_the_launch_notebook_with_the_run_outputs(mini_book: Path) -> None:
+    """After Sphinx, ``_sources/<chapter>.ipynb`` (the download button's file) is the launch
+    notebook with the outputs of the run the page shows (images too), without MyST or papermill's
+    injected cell; the staged notebook that Sphinx copied there is neither."""
+    from iclr25.book.browser import PageReport, check_download
+    from iclr25.book.build import write_downloads, write_for_book
+    from iclr25.book.launch import myst_leftovers
+    from iclr25.book.runner import run_chapter
+
+    ch = get_chapter("demo/ok")
+    run = nbformat.read(run_chapter(ch, scale="ci", progress=False).notebook, as_version=4)
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    run.cells[-1].outputs.append(nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "fig"}))
+    executed = mini_book / "_build" / "run.ipynb"
+    nbformat.write(run, executed)
+    out = mini_book / "_build" / "html"
+    sphinx_copy = out / "_sources" / f"{ch.file}.ipynb"
+    sphinx_copy.parent.mkdir(parents=True)
+    write_for_book(executed, sphinx_copy)  # what Sphinx copies: the staged notebook
+    before = PageReport("c")
+    check_download(sphinx_copy, before)
+    assert any("install cell" in p for p in before.problems)
+    assert any("injected-parameters" in p for p in before.problems)
+
+    assert write_downloads(mini_book, [ch], {ch.id: executed}, out, commit="c0ffee") == [sphinx_copy]
+    nb = nbformat.read(sphinx_copy, as_version=4)
+    assert nb.cells[0].metadata["tags"] == ["install"] and "c0ffee" in nb.cells[0].source
+    assert not any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
+    assert all(not myst_leftovers(c.source) for c in nb.cells if c.cell_type == "markdown")
+    assert nb.cells[-1].outputs[0]["text"] == "6\n"  # the run's outputs, the image kept
+    assert nb.cells[-1].outputs[-1]["data"]["image/png"] == png
+    after = PageReport("c")
+    check_download(sphinx_copy, after)
+    assert after.problems == []
+    nb.cells[1].source += "\n\nSee {cite}`x`."  # a MyST role left: the browser check says so
+    nbformat.write(nb, sphinx_copy)
+    check_download(sphinx_copy, after)
+    assert any("MyST" in p for p in after.problems)
+
+
+def test_stage_marks_the_tree_and_ends_citing_chapters_with_their_references(mini_book: Path) -> None:
+    from iclr25.book.build import REFERENCES_MD
+    from iclr25.book.sphinxext import STAGED_MARK
+
+    nbs = {"demo/ok": _fake_executed(mini_book, "demo/ok", []),
+           "demo/broken": _fake_executed(mini_book, "demo/broken", [])}
+    nb = nbformat.read(nbs["demo/ok"], as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("# Ok\n\nAs {cite:t}`liu2016svgd` showed."))
+    nbformat.write(nb, nbs["demo/ok"])
+    src = stage(mini_book, chapters(mini_book), nbs)
+    assert (src / STAGED_MARK).is_file()
+    ok = nbformat.read(src / "book" / "demo" / "ok.ipynb", as_version=4)
+    assert ok.cells[-1].source == REFERENCES_MD and ok.cells[-1].cell_type == "markdown"
+    broken = nbformat.read(src / "book" / "demo" / "broken.ipynb", as_version=4)
+    assert all(c.source != REFERENCES_MD for c in broken.cells)  # cites nothing: no empty list

@@ -124,10 +124,16 @@ def test_equation_numbers_compared_with_the_book(tmp_path: Path) -> None:
 
 
 def test_browser_checks_flag_what_a_reader_would_miss(tmp_path: Path) -> None:
+    import nbformat
+
     nb = "book/p/c.ipynb"
     download = tmp_path / "_sources" / nb
     download.parent.mkdir(parents=True)
-    download.write_text("{}")
+    launch = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%pip install iclr25", metadata={"tags": ["install"]}),
+        nbformat.v4.new_markdown_cell("# A chapter"),
+        nbformat.v4.new_code_cell("print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")])])
+    nbformat.write(launch, download)
     colab, binder = "https://colab/x", "https://binder/v2/gh/o/r/notebooks"
     good = {"maths": 3, "mjx": 3, "untypeset": 0, "raw": [], "h2": [],
             "imgs": [{"src": "a.png", "ok": True, "content": True, "w": 600, "h": 400}],
@@ -137,6 +143,14 @@ def test_browser_checks_flag_what_a_reader_would_miss(tmp_path: Path) -> None:
     browser.check_images(good, report)
     browser.check_chapter(good, report, nb, colab, binder)
     assert report.problems == []
+    staged = nbformat.v4.new_notebook(cells=[  # what Sphinx copies there: the staged notebook
+        nbformat.v4.new_markdown_cell("# A chapter\n\n{cite}`x`"),
+        nbformat.v4.new_code_cell("scale = 'ci'", metadata={"tags": ["injected-parameters"]})])
+    nbformat.write(staged, download)
+    report = browser.PageReport("c")
+    browser.check_chapter(good, report, nb, colab, binder)
+    assert [p.split(" has ")[-1].split(" does ")[-1][:20] for p in report.problems] == [
+        "not start with the i", "papermill's injected", "MyST left in its Mar", "no outputs"]
     download.unlink()
     report = browser.PageReport("c")
     browser.check_chapter(good, report, nb, colab, binder)
@@ -159,6 +173,68 @@ def test_browser_checks_flag_what_a_reader_would_miss(tmp_path: Path) -> None:
     board = browser.PageReport("scoreboard")  # Sphinx's smartquotes curl the apostrophe on the page
     browser.check_scoreboard({"h2": ["the reference\u2019s sky"]}, board, ["the reference's sky"])
     assert board.problems == []
+
+
+def test_browser_checks_each_chapter_lists_its_references() -> None:
+    page, bib = "file:///b/book/p/c.html", "file:///b/book/bibliography.html"
+    info = {"refs": ["id9", "id10"], "cites": [f"{page}#id9", f"{bib}#id3"]}
+    report = browser.PageReport("c")
+    browser.check_references(info, report, page, bib, {"id3"})
+    assert report.problems == [] and report.notes == ["2 references"]
+    report = browser.PageReport("c")
+    browser.check_references({"refs": [], "cites": [f"{page}#id7", f"{bib}#id4"]}, report, page, bib, {"id3"})
+    assert report.problems == ["no references list on the page",
+                               f"2 citation link(s) lead to no reference: {bib}#id4, {page}#id7"]
+
+
+def test_chapter_references_render_beside_the_global_bibliography(tmp_path: Path) -> None:
+    """The staged chapters' references section (a local bibliography) next to the bibliography
+    page's ``:all:`` renders with warnings as errors under the book's ``suppress_warnings``, and a
+    citation links to its own page's list."""
+    import re
+
+    import yaml
+
+    from iclr25.book.build import REFERENCES_MD
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    (tmp_path / "conf.py").write_text(
+        "extensions = ['myst_parser', 'sphinxcontrib.bibtex']\n"
+        "bibtex_bibfiles = ['refs.bib']\n"
+        f"bibtex_reference_style = {cfg['sphinx']['config']['bibtex_reference_style']!r}\n"
+        f"suppress_warnings = {cfg['sphinx']['config']['suppress_warnings']!r}\n")
+    (tmp_path / "refs.bib").write_text("@article{a1, author={A. Author}, title={One}, journal={J}, year={2020}}\n"
+                                       "@article{b2, author={B. Bauthor}, title={Two}, journal={J}, year={2021}}\n")
+    (tmp_path / "index.md").write_text("# Book\n\n```{toctree}\nc1\nc2\nbibliography\n```\n")
+    for name in ("c1", "c2"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\nAs {{cite:t}}`a1` and {{cite:p}}`b2`.\n\n{REFERENCES_MD}\n")
+    (tmp_path / "bibliography.md").write_text("# Bibliography\n\n```{bibliography}\n:all:\n```\n")
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-n", "-q", "-b", "html", str(tmp_path),
+                           str(tmp_path / "_out")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "_out" / "c2.html").read_text()
+    own = set(re.findall(r'<div class="citation" id="([^"]+)"', html))
+    links = re.findall(r'class="bibtex-citation"[^>]*>[^<]*<a class="reference internal" href="#([^"]+)"', html)
+    assert len(own) == 2 and len(links) == 2 and set(links) <= own
+
+
+def test_jb_build_of_the_sources_stops_with_one_line(tmp_path: Path) -> None:
+    """``jb build .`` would render the chapters without outputs: the book's extension stops it
+    unless the source folder is a staging tree."""
+    import re
+
+    from sphinx.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="built by `make book`"):
+        sphinxext.require_staged(ROOT)
+    (tmp_path / sphinxext.STAGED_MARK).write_text("")
+    sphinxext.require_staged(tmp_path)
+    jb = "from jupyter_book.cli.main import main; main()"
+    proc = subprocess.run([sys.executable, "-c", jb, "build", str(ROOT), "--path-output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    out = re.sub(r"\x1b\[[\d;]*m", "", proc.stdout + proc.stderr)  # colours
+    assert proc.returncode != 0
+    assert f"Configuration error:\n{sphinxext.NOT_STAGED}\n" in out and "\n" not in sphinxext.NOT_STAGED
 
 
 def test_attributes_sections_name_one_attribute_per_entry() -> None:
@@ -189,3 +265,20 @@ def test_build_prints_one_line_per_chapter_and_kernel_output_only_on_failure(
     assert len(ok) == 1 and "\n" not in ok[0]
     failed = "\n".join(lines[lines.index(next(ln for ln in lines if "demo/broken FAILED" in ln)):])
     assert "ZeroDivisionError" in failed
+
+
+def test_contributing_says_what_the_test_command_and_the_reader_files_are() -> None:
+    """CONTRIBUTING.md names the test command's stage count as the README does, the goldens as
+    launch notebooks, the reader environment and the command that generates the reader's files."""
+    import re
+
+    from iclr25.book.reader import READER_LIST, REGENERATE
+    from iclr25.book.testing import READER_VENV
+
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    stages = re.search(r"`make test` runs (\w+) stages", (ROOT / "README.md").read_text())
+    assert stages and f"{stages.group(1)} stages" in text
+    for needed in (READER_VENV, READER_LIST, REGENERATE, "launch notebook", "binder/environment.yml",
+                   "environment.yml", "`jb build .`"):
+        assert needed in text, needed
+    assert "{bibliography} is on the back-matter page" not in text

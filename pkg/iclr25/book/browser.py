@@ -9,7 +9,11 @@ chapter page it checks that
 - every image loaded with a non-zero size,
 - the claims table is there,
 - the launch buttons open the chapter's notebook on the ``notebooks`` branch (Colab and Binder)
-  and the download button's notebook exists,
+  and the download button's notebook is the chapter's launch notebook with outputs (its first cell
+  tagged ``install``, no papermill injected-parameters cell, no MyST left in its Markdown, outputs
+  in at least one code cell),
+- the page ends with its own references (at least one entry) and each citation link leads to an
+  entry of that list or of the bibliography page,
 - the browser logged no error (console errors, uncaught exceptions, refused requests);
 
 on the scoreboard page, that there is one section per chapter. It saves a screenshot of the first
@@ -67,13 +71,15 @@ _INSPECT = """
       head: [...t.querySelectorAll('th')].map(th => th.innerText.trim().toLowerCase()),
       rows: t.querySelectorAll('tbody tr').length}));
   const links = [...document.querySelectorAll('a[href]')].map(a => a.href);
+  const refs = [...main.querySelectorAll('.citation-list .citation[id]')].map(e => e.id);
+  const cites = [...main.querySelectorAll('.bibtex-citation a[href]')].map(a => a.href);
   const h2 = [...main.querySelectorAll('h2')].map(h => {
     const c = h.cloneNode(true);
     c.querySelectorAll('mjx-container').forEach(m => m.replaceWith('$'));  // typeset math -> marker
     return c.textContent.replace(/#$/, '').trim();
   });
   return {maths: maths.length, mjx: main.querySelectorAll('mjx-container').length, untypeset, raw,
-          imgs, tables, links, h2};
+          imgs, tables, links, h2, refs, cites};
 }
 """
 
@@ -119,10 +125,65 @@ def check_chapter(info: dict[str, Any], report: PageReport, nb_path: str, colab:
         report.problems.append(f"no download button for _sources/{nb_path}")
     elif not (_file_of(downloads[0]) or Path()).is_file():
         report.problems.append(f"the download button's notebook {downloads[0]} does not exist")
+    else:
+        check_download(_file_of(downloads[0]) or Path(), report)
     figures = sum(i["content"] for i in info["imgs"])
     if not figures:
         report.problems.append("no figure on the page (the executed notebook has no image output)")
     report.notes.append(f"{info['mjx']} formulas, {figures} figures")
+
+
+def check_download(path: Path, report: PageReport) -> None:
+    """The download button's notebook ``path`` is a launch notebook with outputs: first cell tagged
+    ``install``, no papermill injected-parameters cell, no MyST in any Markdown cell
+    (:func:`iclr25.book.launch.myst_leftovers`), at least one code cell with outputs."""
+    import nbformat
+
+    from iclr25.book.launch import myst_leftovers
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as err:  # noqa: BLE001 - any unreadable file is the problem reported
+        report.problems.append(f"the download button's notebook is no notebook: {type(err).__name__}: {err}")
+        return
+    what = "the download button's notebook"
+    if not nb.cells or "install" not in nb.cells[0].metadata.get("tags", []):
+        report.problems.append(f"{what} does not start with the install cell (no launch notebook)")
+    if any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells):
+        report.problems.append(f"{what} has papermill's injected-parameters cell")
+    left = [f for c in nb.cells if c.cell_type == "markdown" for f in myst_leftovers(c.source)]
+    if left:
+        report.problems.append(f"{what} has MyST left in its Markdown: {'; '.join(left[:3])}")
+    if not any(c.cell_type == "code" and c.get("outputs") for c in nb.cells):
+        report.problems.append(f"{what} has no outputs")
+
+
+def bibliography_ids(html: Path) -> set[str]:
+    """The ids of the entries of the bibliography page ``html`` (``book/bibliography.html``)."""
+    if not html.is_file():
+        return set()
+    return set(re.findall(r'<div class="citation" id="([^"]+)"', html.read_text(errors="replace")))
+
+
+def check_references(info: dict[str, Any], report: PageReport, page: str, bib_page: str,
+                     bib_ids: set[str]) -> None:
+    """The page (address ``page``) lists its own references, and each citation link leads to an
+    entry of that list or of the bibliography page (address ``bib_page``, entries ``bib_ids``)."""
+    refs = set(info.get("refs", []))
+    if not refs:
+        report.problems.append("no references list on the page")
+    cites = info.get("cites", [])
+    if not cites:
+        report.problems.append("no citation on the page")
+    bad = []
+    for link in cites:
+        target, _, frag = link.partition("#")
+        ok = (target == page and frag in refs) or (target == bib_page and frag in bib_ids)
+        if not ok:
+            bad.append(link)
+    if bad:
+        report.problems.append(f"{len(bad)} citation link(s) lead to no reference: {', '.join(sorted(set(bad))[:3])}")
+    report.notes.append(f"{len(refs)} references")
 
 
 def check_images(info: dict[str, Any], report: PageReport) -> None:
@@ -184,6 +245,8 @@ def check_book(html: Path, root: Path, *, screenshots: Path | None = None,
     pages: list[tuple[str, Path]] = [("intro", html / "book" / "intro.html")]
     pages += [(c.id, html / f"{c.file}.html") for c in chs]
     pages += [("scoreboard", html / "book" / "scoreboard.html"), ("api", html / "book" / "api.html")]
+    bib_html = html / "book" / "bibliography.html"
+    bib_ids = bibliography_ids(bib_html)
     problems: list[str] = []
     t_start = time.perf_counter()
     with sync_playwright() as pw:
@@ -221,6 +284,7 @@ def check_book(html: Path, root: Path, *, screenshots: Path | None = None,
                 if not typeset:
                     report.problems.append("MathJax did not finish typesetting")
                 check_chapter(info, report, nb, s.colab_launch(nb), s.binder_launch(nb))
+                check_references(info, report, path.as_uri(), bib_html.as_uri(), bib_ids)
                 if screenshots is not None and name == chs[0].id:
                     _screenshot(page, screenshots / "screenshot-chapter.png", report)
             elif name == "scoreboard":

@@ -3,12 +3,16 @@
 ``build_book`` executes every chapter that is not cached (``runner.run_chapter``), then lays out
 a staging tree ``_build/src-<scale>`` in which each chapter's ``.md`` is replaced by its executed
 ``.ipynb``, fills the generated parts (the chapter table on the intro page, the reproduction
-scoreboard), and runs Sphinx through Jupyter Book's configuration with warnings as errors.
-Jupyter Book itself executes nothing (``execute_notebooks: off``).
+scoreboard), ends each chapter with its own references, and runs Sphinx through Jupyter Book's
+configuration with warnings as errors. Jupyter Book itself executes nothing (``execute_notebooks:
+off``), and builds nothing but a staging tree (:mod:`iclr25.book.sphinxext`: ``jb build .`` stops).
+After Sphinx, each chapter's download button (``_sources/<chapter>.ipynb``) gets the chapter's launch
+notebook with the outputs of the run the page shows (:func:`write_downloads`).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +26,7 @@ from iclr25.book.claims import (escape_md, format_counts, held_counts, markdown_
 from iclr25.book.params import MissingParameters
 from iclr25.book.registry import Chapter, chapters, find_root
 from iclr25.book.runner import ChapterFailed, run_chapter
+from iclr25.book.sphinxext import STAGED_MARK
 from iclr25.book.timings import load_timings, schedule
 
 CHAPTER_TABLE_MARK = "<!-- generated: chapter table -->"
@@ -103,9 +108,18 @@ def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
 REPOSITORY_URL_MARK = "{{ repository_url }}"
 
 
+#: The section that ends each chapter page that cites anything: the entries cited on that page
+#: (sphinxcontrib-bibtex's local bibliography; a citation resolves to its own page's entry first).
+#: The same keys are in the global bibliography page too: ``bibtex.duplicate_citation`` (across
+#: pages) is suppressed in ``_config.yml``, a duplicate within one page is still an error.
+REFERENCES_MD = "## References\n\n```{bibliography}\n:filter: docname in docnames\n```"
+_CITE = re.compile(r"\{(cite|footcite)(:\w+)?\}`")
+
+
 def write_for_book(executed: Path, dest: Path) -> None:
     """Copy an executed chapter into the staging tree, hiding papermill's injected-parameters cell
-    (the claims table and the parameters cell already say the scale)."""
+    (the claims table and the parameters cell already say the scale), and end it with its own
+    references (:data:`REFERENCES_MD`) when it cites anything."""
     import nbformat
 
     nb = nbformat.read(executed, as_version=4)
@@ -113,7 +127,45 @@ def write_for_book(executed: Path, dest: Path) -> None:
         tags = cell.metadata.get("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             cell.metadata["tags"] = [*tags, "remove-cell"]
+    if any(c.cell_type == "markdown" and _CITE.search(c.source) for c in nb.cells):
+        nb.cells.append(nbformat.v4.new_markdown_cell(REFERENCES_MD))
     nbformat.write(nb, dest)
+
+
+def download_notebook(root: Path, chapter: Chapter, executed: Path, commit: str) -> Any:
+    """What a chapter page's download button serves: the chapter's launch notebook (no MyST, an
+    install cell pinning ``commit``) with the outputs of ``executed``, the run the page shows
+    (images kept), without papermill's injected-parameters cell."""
+    import nbformat
+
+    from iclr25.book.golden import INJECTED, launch_with_outputs
+    from iclr25.book.launch import chapter_launch_notebook
+
+    nb = launch_with_outputs(chapter_launch_notebook(root, chapter, commit),
+                             nbformat.read(executed, as_version=4), chapter.id)
+    nb.cells = [c for c in nb.cells if INJECTED not in c.metadata.get("tags", [])]
+    nbformat.validate(nb)
+    return nb
+
+
+def write_downloads(root: Path, chs: list[Chapter], notebooks: dict[str, Path], out: Path,
+                    commit: str | None = None) -> list[Path]:
+    """Replace each chapter's ``_sources/<chapter>.ipynb`` in the rendered book ``out`` (the file
+    sphinx-book-theme's download button links; Sphinx copied the staged notebook, MyST and all) by
+    :func:`download_notebook`. ``commit`` defaults to HEAD ("main" outside git)."""
+    import nbformat
+
+    from iclr25.book.site import git_commit
+
+    if commit is None:
+        commit = git_commit(root)[0] or "main"
+    written = []
+    for c in chs:
+        dest = out / "_sources" / f"{c.file}.ipynb"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(download_notebook(root, c, notebooks[c.id], commit), dest)
+        written.append(dest)
+    return written
 
 
 def html_dir(root: Path, scale: str) -> Path:
@@ -126,7 +178,8 @@ def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path 
     """Lay out the staging tree (default ``_build/src``): config, toc, pages, and each chapter as
     its executed notebook ``notebooks[chapter id]`` (what ``run_chapter`` returns: the outputs under
     the chapter's current text, so a prose edit is staged without re-executing); fill the generated parts (chapter table,
-    scoreboard, API reference pages, the repository's URL)."""
+    scoreboard, API reference pages, the repository's URL); mark the tree as staged
+    (:data:`~iclr25.book.sphinxext.STAGED_MARK`, which the book's Sphinx extension requires)."""
     import yaml
 
     from iclr25.book.apidoc import add_to_toc, write_api_pages
@@ -135,6 +188,7 @@ def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path 
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
+    (src / STAGED_MARK).write_text("a staging tree of `python -m iclr25 book` (iclr25.book.build.stage)\n")
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(root / name, src / name)
     chapter_sources = {c.path.resolve() for c in chs}
@@ -267,4 +321,5 @@ def build_book(scale: str = "full", *, force: bool = False, root: Path | None = 
     echo("rendering the book (Sphinx, warnings as errors) ...")
     out = html_dir(root, scale)
     render(stage(root, chs, notebooks, root / "_build" / f"src-{scale}"), out)
+    write_downloads(root, chs, notebooks, out)
     return out / "index.html"

@@ -11,6 +11,10 @@
   numpy, scipy ... cannot resolve offline (no intersphinx) and are not reported.
 - **No console errors.** The theme's colour mode starts from "auto" when none is stored, and a
   script registered twice is included once.
+- **Only the real book.** The book is rendered from executed notebooks in a staging tree that
+  ``python -m iclr25 book`` lays out (:func:`iclr25.book.build.stage` marks it with
+  :data:`STAGED_MARK`); ``jb build .`` on the repository would render the chapters' sources without
+  outputs, API pages or the repository's address, so it stops with :data:`NOT_STAGED`.
 
 Jupyter Book loads it through ``sphinx: extra_extensions`` in ``_config.yml``.
 """
@@ -47,6 +51,12 @@ EXTERNAL_NAMES = [
                r"function|iterable|sequence|mapping|matrix|vector|scalar|number|shape|dtype|device|"
                r"[A-Za-z])"),
 ]
+
+#: The file :func:`iclr25.book.build.stage` writes at the root of its staging tree.
+STAGED_MARK = ".iclr25-staged"
+#: What a build of anything but a staging tree (``jb build .``) stops with.
+NOT_STAGED = ("this book is built by `make book` (python -m iclr25 book): it renders executed notebooks; "
+              "`jb build .` alone cannot")
 
 #: pydata-sphinx-theme logs a console error when no colour mode is stored yet (an empty default
 #: mode, which sphinx-book-theme gives no option to set): start from "auto".
@@ -139,7 +149,17 @@ def copy_mathjax(dest: Path) -> Path:
     return dest / Path(MATHJAX_ENTRY).name
 
 
+def require_staged(srcdir: str | Path) -> None:
+    """Raise :class:`sphinx.errors.ConfigError` (:data:`NOT_STAGED`) unless ``srcdir`` is a staging
+    tree made by :func:`iclr25.book.build.stage`."""
+    from sphinx.errors import ConfigError
+
+    if not (Path(srcdir) / STAGED_MARK).is_file():
+        raise ConfigError(NOT_STAGED)
+
+
 def _config_inited(app: Any, config: Any) -> None:
+    require_staged(app.srcdir)
     mathjax_source()  # fail at the start of the build, not after it, when MathJax is missing
     config.mathjax_path = MATHJAX_ENTRY
     config.nitpick_ignore_regex = [*getattr(config, "nitpick_ignore_regex", []), *EXTERNAL_NAMES]
