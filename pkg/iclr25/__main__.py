@@ -2,4 +2,5 @@
 
 from iclr25.book.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when imported (autosummary imports every module of the package)
+    raise SystemExit(main())

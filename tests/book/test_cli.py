@@ -28,8 +28,7 @@ def no_execution(monkeypatch: pytest.MonkeyPatch) -> None:
     from iclr25.book import golden, launch, runner
 
     for module, name in [(golden, "make_golden"), (golden, "nbval_command"), (golden, "check_fresh"),
-                         (runner, "run_chapter"), (launch, "write_launch_notebooks"),
-                         (launch, "execute_launch_notebooks")]:
+                         (runner, "run_chapter"), (launch, "write_launch_notebooks")]:
         monkeypatch.setattr(module, name, must_not_run)
 
 
@@ -89,32 +88,21 @@ def test_golden_verify_defaults_to_the_other_kernels(mini_book: Path, monkeypatc
     assert seen == ["other", "native"]
 
 
-def test_notebooks_resolve_short_names_and_count_what_ran(mini_book: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture) -> None:
+def test_notebooks_write_and_check_the_tree(mini_book: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture) -> None:
     from iclr25.book import launch
 
     tree = tmp_path / "tree"
-    for cid in ("demo/ok", "demo/broken"):
-        (tree / "book" / cid).parent.mkdir(parents=True, exist_ok=True)
-        (tree / "book" / f"{cid}.ipynb").write_text("{}")
-    asked: list[list[str] | None] = []
+    (tree / "book" / "demo").mkdir(parents=True)
+    (tree / "book" / "demo" / "ok.ipynb").write_text("{}")
+    problems: list[str] = []
     monkeypatch.setattr(launch, "write_launch_notebooks", lambda root, out=None: tree)
-    monkeypatch.setattr(launch, "check_tree", lambda out: [])
-    monkeypatch.setattr(launch, "execute_launch_notebooks",
-                        lambda out, scale, chapter_ids: asked.append(chapter_ids) or [])
-    assert main(["notebooks", "--execute-ci", "--chapters", "ok"]) == 0
-    assert asked == [["demo/ok"]]
-    assert "1 of 1 ran, 0 failed" in capsys.readouterr().out
-    assert main(["notebooks", "--execute-ci"]) == 0
-    assert asked[1] is None and "2 of 2 ran, 0 failed" in capsys.readouterr().out
-
-
-def test_notebooks_refuse_unknown_chapters_before_writing(mini_book: Path, no_execution: None,
-                                                         capsys: pytest.CaptureFixture) -> None:
-    refused(capsys, ["notebooks", "--execute-ci", "--chapters", "ok", "brokn"],
-            "unknown chapter 'brokn'", "Did you mean 'broken'")
-    refused(capsys, ["notebooks", "--chapters", "ok"], "--chapters needs --execute-ci")
+    monkeypatch.setattr(launch, "check_tree", lambda out: problems)
+    assert main(["notebooks"]) == 0
+    assert "1 written" in capsys.readouterr().out
+    problems.append("book/demo/ok.ipynb cell 1: role: {cite}`x`")
+    assert main(["notebooks"]) == 1
+    assert "role: {cite}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, needles", [

@@ -1,4 +1,4 @@
-"""Launch notebooks: MyST to plain notebook Markdown, the tree, and running it from the tree."""
+"""Launch notebooks: MyST to plain notebook Markdown, and the tree."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import jupytext
 import nbformat
 import pytest
 
-from iclr25.book.launch import (Context, check_tree, chapter_numbers, equation_labels,
-                                execute_launch_notebooks, myst_leftovers, python_object_source,
-                                read_bibliography, to_markdown, write_launch_notebooks)
+from iclr25.book.launch import (Context, check_tree, chapter_numbers, equation_labels, myst_leftovers,
+                                python_object_source, read_bibliography, to_markdown, write_launch_notebooks)
 from iclr25.book.registry import chapters
 from iclr25.book.site import Site, site
 
@@ -115,18 +114,3 @@ def test_every_chapter_launch_notebook_is_plain_and_complete(tmp_path: Path) -> 
     assert (out / "binder" / "environment.yml").is_file() and (out / "binder" / "postBuild").stat().st_mode & 0o100
     assert not list((out / "pkg").rglob("__pycache__"))
     assert "python -m iclr25 publish" in (out / "README.md").read_text()
-
-
-def test_launch_notebooks_run_from_their_tree(mini_book: Path, tmp_path: Path) -> None:
-    (mini_book / "_config.yml").write_text("repository:\n  url: https://github.com/o/r\n  branch: notebooks\n")
-    (mini_book / "pkg" / "iclr25" / "__init__.py").write_text('"""The tree\'s own copy."""\n')
-    out = write_launch_notebooks(mini_book, tmp_path / "tree", commit="abc")
-    nb = nbformat.read(out / "book" / "demo" / "ok.ipynb", as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
-    lines: list[str] = []
-    failures = execute_launch_notebooks(out, out=tmp_path / "ran", echo=lines.append)
-    # demo/ok runs with the tree's package (the appended check asserts where iclr25 came from);
-    # demo/broken raises, and is reported by name
-    assert len(failures) == 1 and failures[0].startswith("demo/broken") and "ZeroDivisionError" in failures[0]
-    ran = nbformat.read(tmp_path / "ran" / "demo" / "ok.ipynb", as_version=4)
-    assert any("scale ci n 3" in o.get("text", "") for c in ran.cells for o in c.get("outputs", []))

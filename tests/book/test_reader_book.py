@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iclr25.book import apidoc, browser, publish, sphinxext
+from iclr25.book import browser, publish, sphinxext
 from iclr25.book.quiet import captured_stderr
 from iclr25.book.site import site
 
@@ -30,21 +30,18 @@ def test_site_reads_the_one_repository_url() -> None:
         assert s.repository_url not in text, f"{page} writes the repository URL: use {{{{ repository_url }}}}"
 
 
-def test_api_pages_cover_every_subpackage(tmp_path: Path) -> None:
-    subs = apidoc.subpackages(ROOT / "pkg")
-    assert {"book", "common", "sampling", "graphs"} <= set(subs)
-    page = apidoc.api_page(ROOT / "pkg", "sampling")
-    assert page.startswith("iclr25.sampling\n===============")
-    for module in apidoc.modules(ROOT / "pkg", "sampling"):
-        assert f".. automodule:: {module}" in page
-    assert ":py:obj:`~iclr25.sampling.stein.ksd` *" in page and ".. autofunction:: ksd" in page
-    (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "api.md").write_text(f"# API\n\n{apidoc.API_INDEX_MARK}\n")
-    files = apidoc.write_api_pages(tmp_path, ROOT / "pkg")
-    assert files == [f"book/api/{s}" for s in subs]
-    assert "{doc}`iclr25.sampling <api/sampling>`" in (tmp_path / "book" / "api.md").read_text()
-    toc = {"parts": [{"caption": "Back", "chapters": [{"file": "book/bibliography"}, {"file": "book/api"}]}]}
-    assert apidoc.add_to_toc(toc, files) and toc["parts"][0]["chapters"][1]["sections"][0] == {"file": files[0]}
+def test_api_reference_is_autosummary_recursive() -> None:
+    """book/api.md lists ``iclr25`` for autosummary to walk; the module template documents members."""
+    page = (ROOT / "book" / "api.md").read_text()
+    assert ".. autosummary::\n   :toctree: api\n   :recursive:\n\n   iclr25\n" in page
+    template = sphinxext.MODULE_TEMPLATE
+    assert ".. automodule:: {{ fullname }}" in template and ":members:" in template and ":recursive:" in template
+    lines = ["The leaderboard (README, 4 trials): pass^1..4."]
+    sphinxext._data_comment_as_written(None, "data", "X", None, None, lines)
+    from sphinx.ext.napoleon import Config
+    from sphinx.ext.napoleon.docstring import GoogleDocstring
+
+    assert not any(":type:" in ln for ln in GoogleDocstring(lines, Config(), what="data", name="X").lines())
 
 
 def test_references_resolve_through_the_package() -> None:
@@ -105,6 +102,21 @@ def test_publish_refuses_a_dirty_tree(tmp_path: Path) -> None:
     (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/o/other\n")
     with pytest.raises(RuntimeError, match="tracked files differ from HEAD"):
         publish.publish(tmp_path, echo=lambda _: None)
+
+
+def test_publish_checks_the_goldens_fresh_first_then_with_nbval(mini_book: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from iclr25.book import golden
+
+    ran: list[tuple] = []
+    monkeypatch.setattr(golden, "check_fresh", lambda c: f"{c.id}: stale" if c.id == "demo/ok" else None)
+    monkeypatch.setattr(golden, "verify_goldens", lambda chs, **kw: ran.append((len(chs), kw)) or [])
+    with pytest.raises(RuntimeError, match="demo/ok: stale"):
+        publish.check_goldens(mini_book, echo=lambda _: None)
+    assert ran == []  # a stale golden is refused before nbval runs
+    monkeypatch.setattr(golden, "check_fresh", lambda c: None)
+    publish.check_goldens(mini_book, echo=lambda _: None)
+    assert ran[0][0] == 2 and ran[0][1]["kernels"] == "native" and ran[0][1]["python"] is None
 
 
 def test_equation_numbers_compared_with_the_book(tmp_path: Path) -> None:

@@ -178,11 +178,9 @@ def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path 
     """Lay out the staging tree (default ``_build/src``): config, toc, pages, and each chapter as
     its executed notebook ``notebooks[chapter id]`` (what ``run_chapter`` returns: the outputs under
     the chapter's current text, so a prose edit is staged without re-executing); fill the generated parts (chapter table,
-    scoreboard, API reference pages, the repository's URL); mark the tree as staged
+    scoreboard, the repository's URL; autosummary writes the API pages); mark the tree as staged
     (:data:`~iclr25.book.sphinxext.STAGED_MARK`, which the book's Sphinx extension requires)."""
     import yaml
-
-    from iclr25.book.apidoc import add_to_toc, write_api_pages
 
     src = src or root / "_build" / "src"
     if src.exists():
@@ -218,11 +216,6 @@ def stage(root: Path, chs: list[Chapter], notebooks: dict[str, Path], src: Path 
     if board.is_file():
         titles = {c.id: c.title for c in chs}
         board.write_text(board.read_text().replace(SCOREBOARD_MARK, scoreboard_table(rows_by_chapter, titles)))
-    api_files = write_api_pages(src, root / "pkg")
-    if api_files:
-        toc = yaml.safe_load((src / "_toc.yml").read_text())
-        add_to_toc(toc, api_files)
-        (src / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     if any(REPOSITORY_URL_MARK in p.read_text() for p in pages):
         from iclr25.book.site import site
 

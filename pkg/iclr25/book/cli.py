@@ -159,31 +159,17 @@ def cmd_readme(args: argparse.Namespace) -> int:
 
 
 def cmd_notebooks(args: argparse.Namespace) -> int:
-    from iclr25.book.registry import get_chapter
-
-    if args.chapters is not None and not args.execute_ci:
-        raise BadInput("notebooks --chapters needs --execute-ci (it selects the notebooks executed)")
-    root = _root()
-    ids = list(dict.fromkeys(get_chapter(name, root).id for name in args.chapters)) if args.chapters else None
-    from iclr25.book.launch import check_tree, execute_launch_notebooks, write_launch_notebooks
+    from iclr25.book.launch import check_tree, write_launch_notebooks
 
     t0 = time.perf_counter()
-    out = write_launch_notebooks(root, Path(args.out) if args.out else None)
+    out = write_launch_notebooks(_root(), Path(args.out) if args.out else None)
     problems = check_tree(out)
     for p in problems:
         print(p)
     n = len(list(out.glob("book/*/*.ipynb")))
     print(f"launch notebooks: {n} written under {out} in {time.perf_counter() - t0:.1f} s, "
           f"{len(problems)} problem(s) (MyST left, outputs, install cell)")
-    if problems:
-        return 1
-    if args.execute_ci:
-        failures = execute_launch_notebooks(out, scale="ci", chapter_ids=ids)
-        ran = len(ids) if ids else n
-        print(f"launch notebooks at ci from {out} (package from {out / 'pkg'}): "
-              f"{ran - len(failures)} of {ran} ran, {len(failures)} failed, {time.perf_counter() - t0:.1f} s in all")
-        return 1 if failures else 0
-    return 0
+    return 1 if problems else 0
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
@@ -251,10 +237,6 @@ def parser() -> argparse.ArgumentParser:
     m.set_defaults(fn=cmd_readme)
     n = sub.add_parser("notebooks", help="write the launch notebooks (Colab/Binder) and check them")
     n.add_argument("--out", help="output folder (default _build/notebooks)")
-    n.add_argument("--execute-ci", action="store_true",
-                   help="then execute each at ci with the package from the written tree")
-    n.add_argument("--chapters", nargs="+", metavar="CHAPTER",
-                   help="with --execute-ci: only these chapters (ids or short names, as for run)")
     n.set_defaults(fn=cmd_notebooks)
     t = sub.add_parser("test", help="the full test suite, stage by stage, with times")
     t.add_argument("--skip", action="append", choices=("unit", "latest", "chapters", "browser", "compare", "nbval"),
@@ -266,7 +248,7 @@ def parser() -> argparse.ArgumentParser:
     pb.add_argument("--allow-dirty", action="store_true",
                     help="publish although tracked files differ from HEAD (the notebooks then pin HEAD)")
     pb.add_argument("--no-execute-check", action="store_true",
-                    help="skip executing the launch notebooks at ci before publishing")
+                    help="skip running the golden notebooks (the launch notebooks with ci outputs) with nbval")
     pb.set_defaults(fn=cmd_publish)
     bw = sub.add_parser("browser", help="check the built book in headless Chromium, network off")
     bw.add_argument("--html", help="the built book (default _build/html)")

@@ -16,23 +16,24 @@ jupytext sources:
   already have it).
 
 The tree also holds the package (``pkg/``), the reader's Binder environment (``binder/``) and a
-README. :func:`execute_launch_notebooks` runs every notebook of such a tree at ``ci`` with the
-package from the tree (the test that a reader's notebook really runs).
+README. The test command runs these notebooks as the golden notebooks (:mod:`iclr25.book.golden`).
+
+Kept by hand, because sphinx-tojupyter 0.6.0 (measured on this book) turns MyST-NB code cells into
+Markdown code blocks (0 of 19 chapters kept their code cells), links citations into a
+``bibliography.ipynb``, needs nbconvert, dask[distributed] and nbdime (116 MB), and takes a Sphinx
+read of the book per call: 16 s for the 19 chapters, 6 s for one, against 0.24 s and 1.2 s here, for
+the goldens' freshness check that converts one chapter at a time.
 """
 
 from __future__ import annotations
 
 import ast
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 import textwrap
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import nbformat
 
@@ -613,89 +614,6 @@ def write_launch_notebooks(root: Path, out: Path | None = None, *, commit: str |
         _copy_folder(root, BINDER_DIR, out / BINDER_DIR)
     (out / "README.md").write_text(tree_readme(s, commit, chs))
     return out
-
-
-# ------------------------------------------------------------------ executing the tree
-#: Appended to the executed copy only: the kernel imported the package from the tree.
-_CHECK_SOURCE = ("import iclr25, pathlib\n"
-                 "assert pathlib.Path(iclr25.__file__).resolve().is_relative_to(pathlib.Path({pkg!r}).resolve()), \\\n"
-                 "    f'iclr25 came from {{iclr25.__file__}}, not from the notebooks tree'")
-
-
-def _execute_one(path: str, tree: str, dest: str, scale: str, timeout_s: int) -> tuple[str | None, float, str]:
-    """Execute one launch notebook of ``tree`` (in a worker process): ``(error or None, seconds,
-    what the kernel printed on standard error)``."""
-    import papermill as pm
-
-    from iclr25.book.quiet import captured_stderr
-
-    nb = nbformat.read(path, as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(_CHECK_SOURCE.format(pkg=str(Path(tree) / "pkg"))))
-    Path(dest).parent.mkdir(parents=True, exist_ok=True)
-    error = None
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / Path(path).name
-        nbformat.write(nb, src)
-        t0 = time.perf_counter()
-        with captured_stderr() as cap:
-            try:
-                pm.execute_notebook(str(src), dest, parameters={"scale": scale}, kernel_name="python3",
-                                    progress_bar=False, cwd=str(Path(path).parent), execution_timeout=timeout_s)
-            except Exception as err:  # noqa: BLE001 - reported with the kernel's output
-                lines = str(err).strip().splitlines()
-                error = f"{type(err).__name__}: {lines[-1] if lines else ''}"
-        return error, time.perf_counter() - t0, cap.text()
-
-
-def execute_launch_notebooks(tree: Path, *, scale: str = "ci", out: Path | None = None,
-                             chapter_ids: list[str] | None = None, timeout_s: int = 900, jobs: int | None = None,
-                             echo: Callable[[str], None] = print) -> list[str]:
-    """Execute every launch notebook of ``tree`` at ``scale`` (papermill sets the parameters cell)
-    with the package from ``tree/pkg`` first on the kernel's path, ``jobs`` at a time (default: one
-    per core, at most 2); the executed copies go to ``out`` (default ``<tree>/../notebooks-executed``).
-    A cell appended to each executed copy asserts that ``iclr25`` came from the tree. Returns the
-    failures (chapter, exception), empty when every notebook ran."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
-    from iclr25.common import HEADLESS_ENV
-
-    tree = tree.resolve()
-    out = (out or tree.parent / "notebooks-executed").resolve()
-    notebooks = sorted(tree.glob("book/*/*.ipynb"))
-    if chapter_ids:
-        notebooks = [n for n in notebooks if n.relative_to(tree / "book").with_suffix("").as_posix() in chapter_ids]
-    if not notebooks:
-        return [f"no launch notebooks under {tree}/book"]
-    jobs = jobs or max(1, min(2, os.cpu_count() or 1))
-    env_backup = {k: os.environ.get(k) for k in ("PYTHONPATH", HEADLESS_ENV)}
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(tree / "pkg"), *filter(None, [env_backup["PYTHONPATH"]])])
-    os.environ[HEADLESS_ENV] = "1"
-    failures: list[str] = []
-    try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = {}
-            for path in notebooks:
-                cid = path.relative_to(tree / "book").with_suffix("").as_posix()
-                dest = out / f"{cid}.ipynb"
-                futures[pool.submit(_execute_one, str(path), str(tree), str(dest), scale, timeout_s)] = cid
-            for done, future in enumerate(as_completed(futures), 1):
-                cid = futures[future]
-                error, wall, kernel_output = future.result()
-                if error:
-                    failures.append(f"{cid}: {error}")
-                    echo(f"[{done}/{len(notebooks)}] {cid} FAILED after {wall:.1f} s: {error}")
-                    if kernel_output.strip():
-                        echo(kernel_output.rstrip())
-                else:
-                    echo(f"[{done}/{len(notebooks)}] {cid} ran at {scale} in {wall:.1f} s")
-    finally:
-        for k, v in env_backup.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return failures
 
 
 def check_tree(tree: Path) -> list[str]:

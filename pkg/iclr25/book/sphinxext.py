@@ -5,10 +5,14 @@
   ``_static/mathjax/tex-mml-chtml.js`` and, when the build finishes, copies MathJax 3 (the ``es5``
   build, with its fonts and on-demand TeX extensions) there from the installed PyPI package
   ``django-static-mathjax``, which ships it as plain files (it needs no Django to be read).
-- **References in the API reference.** Docstrings (rendered with warnings as errors, references
-  checked) name the package's objects by their public path (``iclr25.common.cached``) or by a short
-  name; both resolve to where the object is documented, its defining module. Names from torch,
-  numpy, scipy ... cannot resolve offline (no intersphinx) and are not reported.
+- **The API reference** is ``sphinx.ext.autosummary`` with ``:recursive:`` (``book/api.md``), one
+  page per module from :data:`MODULE_TEMPLATE`. Kept by hand, because
+  Sphinx's Python domain does not follow imports: the missing-reference resolver, since docstrings
+  (rendered with warnings as errors, references checked) name objects by their public path
+  (``iclr25.common.cached``) or a short name from another module, while autodoc documents them
+  where they are defined. Names from torch, numpy, scipy ... cannot resolve offline (no
+  intersphinx) and are not reported. A constant's ``#:`` comment is kept as written (napoleon would
+  read "x (y): z" as a type).
 - **No console errors.** The theme's colour mode starts from "auto" when none is stored, and a
   script registered twice is included once.
 - **Only the real book.** The book is rendered from executed notebooks in a staging tree that
@@ -39,7 +43,7 @@ MATHJAX_PARTS = ("tex-mml-chtml.js", "input", "output", "ui", "a11y", "sre", "ad
 #: to nothing is still an error.
 EXTERNAL_NAMES = [
     (r"py:.*", r".*[^\w.].*"),
-    (r"py:.*", r"(torch|numpy|np|scipy|sklearn|networkx|nx|matplotlib|plt|mpl|ot|torch_geometric|"
+    (r"py:.*", r"(torch|numpy|np|scipy|sklearn|diffusers|skimage|networkx|nx|matplotlib|plt|mpl|ot|torch_geometric|"
                r"pyg|ipywidgets|widgets|nbformat|papermill|IPython|pandas|tqdm|yaml|PIL|collections|"
                r"typing|typing_extensions|pathlib|dataclasses|enum|abc|random|types|os|re|json|"
                r"argparse|subprocess|concurrent|contextlib|functools|itertools|datetime|Path|Tensor|"
@@ -57,6 +61,25 @@ STAGED_MARK = ".iclr25-staged"
 #: What a build of anything but a staging tree (``jb build .``) stops with.
 NOT_STAGED = ("this book is built by `make book` (python -m iclr25 book): it renders executed notebooks; "
               "`jb build .` alone cannot")
+
+#: autosummary's module page: the module's members documented (the default template only lists
+#: them), or, for a package, its submodules walked. Written under the build's doctree folder (a file
+#: in the package would enter the chapters' cache keys as package data of ``iclr25.book``).
+MODULE_TEMPLATE = """{{ fullname | escape | underline }}
+
+.. automodule:: {{ fullname }}
+{% if modules %}
+.. autosummary::
+   :toctree:
+   :recursive:
+{% for item in modules %}
+   {{ item }}
+{%- endfor %}
+{% else %}   :members:
+   :undoc-members:
+   :show-inheritance:
+{% endif %}
+"""
 
 #: pydata-sphinx-theme logs a console error when no colour mode is stored yet (an empty default
 #: mode, which sphinx-book-theme gives no option to set): start from "auto".
@@ -113,13 +136,16 @@ def _missing_reference(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     target = node.get("reftarget", "")
     if not re.fullmatch(r"[\w.]+", target):
         return None
+    domain = env.get_domain("py")
     obj = resolve_python_name(target, node.get("py:module"), node.get("py:class"))
-    if obj is None:
-        return None  # names nothing: reported (unless EXTERNAL_NAMES says it is another library's)
+    if obj is None:  # a short name from another module (a summary table's): the unique object so named
+        matches = domain.find_obj(env, None, None, target, None, 1)
+        if len(matches) != 1:
+            return None  # names nothing: reported (unless EXTERNAL_NAMES says it is another library's)
+        return domain.resolve_xref(env, node["refdoc"], app.builder, "obj", matches[0][0], node, contnode)
     name = canonical_name(obj)
     if isinstance(obj, TypeVar) or not name or not name.startswith("iclr25.") or name == target:
         return contnode  # another library's object, a constant, a type variable: shown as text
-    domain = env.get_domain("py")
     return domain.resolve_xref(env, node["refdoc"], app.builder, "obj", name, node, contnode) or contnode
 
 
@@ -157,11 +183,22 @@ def require_staged(srcdir: str | Path) -> None:
     if not (Path(srcdir) / STAGED_MARK).is_file():
         raise ConfigError(NOT_STAGED)
 
+def _data_comment_as_written(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    """Before napoleon: an empty comment first, so that it does not read a constant's comment as a type."""
+    if what == "data" and lines:
+        lines[:0] = ["..", ""]
+
 
 def _config_inited(app: Any, config: Any) -> None:
     require_staged(app.srcdir)
     mathjax_source()  # fail at the start of the build, not after it, when MathJax is missing
     config.mathjax_path = MATHJAX_ENTRY
+    templates = Path(app.doctreedir) / "iclr25-templates"
+    (templates / "autosummary").mkdir(parents=True, exist_ok=True)
+    (templates / "autosummary" / "module.rst").write_text(MODULE_TEMPLATE, encoding="utf-8")
+    config.templates_path = [*config.templates_path, str(templates)]
+    # autosummary's toctrees list the API pages: sphinx-external-toc only notes that it did not write them
+    config.suppress_warnings = [*config.suppress_warnings, "etoc.toctree"]
     config.nitpick_ignore_regex = [*getattr(config, "nitpick_ignore_regex", []), *EXTERNAL_NAMES]
 
 
@@ -187,6 +224,7 @@ def _build_finished(app: Any, exc: BaseException | None) -> None:
 def setup(app: Any) -> dict[str, Any]:
     app.connect("config-inited", _config_inited)
     app.connect("missing-reference", _missing_reference)
+    app.connect("autodoc-process-docstring", _data_comment_as_written, priority=100)
     app.connect("html-page-context", _unique_scripts, priority=900)
     app.add_js_file(None, body=THEME_MODE_JS, priority=100)
     app.connect("build-finished", _build_finished)
