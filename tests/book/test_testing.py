@@ -68,3 +68,16 @@ def test_nbval_passes_an_unchanged_golden_and_fails_a_changed_output(mini_book: 
     nbformat.write(nb, path)
     error = golden.verify_one(ch, env, None)[0]
     assert error and "nbval failed" in error
+
+
+def test_the_wheel_is_built_from_a_clean_copy_of_the_package(tmp_path: Path) -> None:
+    from iclr25.book.reader import build_wheel_commands, copy_package_source
+
+    (tmp_path / "pkg" / "iclr25").mkdir(parents=True)
+    (tmp_path / "pkg" / "iclr25" / "a.py").write_text("")
+    (tmp_path / "pkg" / "build" / "lib" / "iclr25").mkdir(parents=True)
+    (tmp_path / "pkg" / "build" / "lib" / "iclr25" / "stale.py").write_text("")  # a removed module
+    dest = copy_package_source(tmp_path, tmp_path / "copy")
+    assert (dest / "iclr25" / "a.py").is_file() and not (dest / "build").exists()
+    cmds = build_wheel_commands(ROOT, tmp_path / "dist", "py")
+    assert cmds[-1][-1] == str(tmp_path / "dist" / "src")  # pip builds the copy, never pkg/ in place

@@ -280,11 +280,37 @@ def write_generated(root: Path) -> list[str]:
     return changed
 
 
+def copy_package_source(root: Path, dest: Path) -> Path:
+    """A clean copy of ``pkg/`` at ``dest``: the files git tracks or would track (else everything
+    but build outputs), so that a wheel built from it ships nothing a stale ``build/`` holds."""
+    import shutil
+    import subprocess
+
+    shutil.rmtree(dest, ignore_errors=True)
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "pkg"],
+                             cwd=root, capture_output=True, check=True).stdout.decode()
+        files = [root / f for f in out.split("\0") if f and (root / f).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+    if not files:
+        shutil.copytree(root / "pkg", dest, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        return dest
+    for f in files:
+        target = dest / f.relative_to(root / "pkg")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+    return dest
+
+
 def build_wheel_commands(root: Path, dist: Path, python: str = sys.executable) -> list[list[str]]:
-    """Commands that build the wheel of ``pkg/`` into ``dist`` (no network: the build backend,
-    setuptools, is already installed)."""
-    return [[python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
-             str(root / "pkg")]]
+    """Commands that build the wheel of ``pkg/`` into ``dist`` from a clean copy of its source
+    (:func:`copy_package_source`, under ``dist``), with no network: the build backend, setuptools,
+    is already installed."""
+    src = dist / "src"
+    return [[python, "-c", "import sys; from pathlib import Path; from iclr25.book.reader import copy_package_source; "
+                           "copy_package_source(Path(sys.argv[1]), Path(sys.argv[2]))", str(root), str(src)],
+            [python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)]]
 
 
 def venv_commands(root: Path, venv: Path, wheel: Path, python: str = sys.executable) -> list[list[str]]:
