@@ -177,3 +177,19 @@ def test_readme_total_is_the_sum_of_the_rows() -> None:
             if n is not None:
                 want[i] = tuple(a + b for a, b in zip(want[i], n))  # type: ignore[assignment]
     assert _parse_counts_cell(total[4].rstrip(" |")) == want
+
+
+def test_readme_ci_counts_are_the_golden_notebooks() -> None:
+    """The README's paper-claim counts at ci (book/timings.json) are those of the executed ci
+    notebooks (the goldens), so the README cannot count rows that were not tested."""
+    import json
+
+    from iclr25.book.claims import notebook_claims
+    from iclr25.book.golden import golden_path
+    from iclr25.book.registry import chapters
+
+    root = Path(__file__).resolve().parents[2]
+    timings = json.loads((root / "book" / "timings.json").read_text())
+    for c in chapters(root):
+        got = held_counts(notebook_claims(golden_path(c)))["paper"]
+        assert parse_counts(timings[c.id]["claims_ci"]) == got, c.id
