@@ -159,3 +159,17 @@ def test_help_and_list_work_without_the_book_tools(mini_book: Path) -> None:
     assert "demo/ok" in res.stdout and "A chapter that works" in res.stdout  # list, titles without jupytext
     assert "error: this command needs the book tools: pip install 'iclr25[book]'" in res.stderr
     assert res.stderr.count("\n") == 1, res.stderr
+
+
+def test_golden_compare_fails_when_it_compared_nothing(mini_book: Path, capsys: pytest.CaptureFixture) -> None:
+    import shutil
+
+    from iclr25.book.golden import make_golden
+    from iclr25.book.registry import get_chapter
+
+    make_golden(get_chapter("demo/ok"))
+    assert main(["golden", "demo/ok", "--check", "--compare"]) == 0  # the run make_golden used is compared
+    shutil.rmtree(mini_book / "_build" / "cache")  # fresh goldens, but no ci execution to compare
+    capsys.readouterr()
+    assert main(["golden", "demo/ok", "--check", "--compare"]) == 1
+    assert "no ci execution was compared" in capsys.readouterr().out

@@ -144,6 +144,10 @@ def _compare_ci_runs(chs: list) -> list[str]:
             problems.append(msg)
     print(f"ci executions vs golden notebooks (native kernels): {compared - len(problems)} equal, "
           f"{len(problems)} differ, {len(chs) - compared} not compared")
+    if compared == 0:
+        problems.append("no ci execution was compared with a golden: run `python -m iclr25 book --scale ci` "
+                        "first (without a GPU)")
+        print(problems[-1])
     return problems
 
 
