@@ -191,3 +191,15 @@ def test_record_time_under_the_lock(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert sorted(load_timings(tmp_path)) == [f"p/c{i}" for i in range(4)]  # no update was lost
+
+
+def test_a_cpu_kernel_selection_gets_its_own_result(mini_book: Path, monkeypatch) -> None:
+    """ATEN_CPU_CAPABILITY and the like change the last bits of every float: a run under another
+    kernel selection is not served from a native run's record."""
+    ch = get_chapter("demo/ok")
+    native = run_chapter(ch, scale="ci", progress=False)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    other = run_chapter(ch, scale="ci", progress=False)
+    assert not other.cached and other.notebook != native.notebook
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    assert run_chapter(ch, scale="ci", progress=False).cached

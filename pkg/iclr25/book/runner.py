@@ -180,11 +180,17 @@ def _failure(chapter: Chapter, err: BaseException, failed: Path | None, deadline
 def _run_key(chapter: Chapter, nb: nbformat.NotebookNode, params: dict[str, Any],
              extra_env: dict[str, str], cuda: bool) -> str:
     """The cache key of one execution: code, parameters (and which code cell holds them), the
-    device the kernel gets, and any extra environment beyond hiding the GPU."""
+    device the kernel gets, a CPU kernel selection set in the environment (it changes the last bits
+    of every float), and any extra environment beyond hiding the GPU."""
+    from iclr25.book.environment import KERNEL_VARS
+
     code = cache.code_cells(nb)
     tagged = [n for n, c in enumerate(c for c in nb.cells if c.cell_type == "code")
               if "parameters" in c.metadata.get("tags", [])]
     more = {"_env": extra_env} if set(extra_env) - {"CUDA_VISIBLE_DEVICES"} else {}
+    kernels = {k: v for k, v in {**os.environ, **extra_env}.items() if k in KERNEL_VARS}
+    if kernels:
+        more["_kernels"] = kernels
     return cache.cache_key(chapter, code, {**params, "_device": "cuda" if cuda else "cpu",
                                            "_parameters_cells": tagged, **more})
 
