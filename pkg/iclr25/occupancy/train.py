@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from .metrics import binary_iou_from_confusion, miou_from_confusion, occ_confusion
 from .model import WorldModel
 from .render import enet_weights, gather_fields, render_losses, volume_render
-from .world import (CURRENT, FRAMES, FREE, GRID, HORIZON, N_CLASSES, PEDESTRIAN, Rig, camera_images,
+from .world import (CAR, CURRENT, FRAMES, FREE, GRID, HORIZON, N_CLASSES, PEDESTRIAN, Rig, camera_images,
                     flat_index, lidar_labels, make_sequences, raycast, visible_mask)
 
 AUX = (-2, -1, 0, 1, 2)       # frames whose rays supervise the current features in pre-training
@@ -40,6 +40,11 @@ def build_data(n: int, seed: int, rig: Rig) -> dict:
         i = torch.div(hit, Y * Z, rounding_mode="floor") + shift[:, t:t + 1]
         aux_ok[:, t] = d["mask"][:, t] & (hit < X * Y * Z) & (i >= 0) & (i < X)
     d["aux_mask"] = aux_ok
+    # the same without the aux rays whose 2D label is a mover (car, pedestrian): a LiDAR-label mask,
+    # which knows only the hit's class; the current frame's own rays are all kept
+    mover = (d["sem"] == CAR) | (d["sem"] == PEDESTRIAN)
+    mover[:, CURRENT] = False
+    d["aux_static"] = aux_ok & ~mover
     return d
 
 
@@ -52,6 +57,7 @@ class Recipe:
     batch: int = 4
     weight_decay: float = 1e-2
     aux: bool = True            # pre-training: rays of the aux frames too (temporal supervision)
+    mask_movers: bool = False   # pre-training: drop the aux frames' rays whose 2D label is a car or pedestrian
     rays: int = 40              # pre-training: labelled rays rendered per sample and frame
     evals: tuple = ()           # steps at which to validate (the best state is kept)
     horizon: int = HORIZON
@@ -112,7 +118,8 @@ def pretrain(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, rig: Ri
     wsem = class_weights_2d(d, idx).to(device)
     params = [p for n, p in model.named_parameters() if not n.startswith("occ.")]
     opt = torch.optim.AdamW(params, lr=rec.lr, weight_decay=rec.weight_decay)
-    keys = ("images", "state", "traj", "depth", "sem", "rgb", "mask", "aux_mask", "shift")
+    aux_key = "aux_static" if rec.mask_movers else "aux_mask"
+    keys = ("images", "state", "traj", "depth", "sem", "rgb", "mask", aux_key, "shift")
     aux_t = [FRAMES.index(a) for a in AUX] if rec.aux else [CURRENT]
     model.train()
     for step in range(rec.steps):
@@ -131,7 +138,7 @@ def pretrain(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, rig: Ri
         # the current features: rec.rays rays per sample, spread over the aux frames (same total)
         attrs0 = model.attr(vols[0])
         per = max(1, rec.rays // len(aux_t))
-        losses.append(torch.stack([frame_loss(attrs0, t, b["shift"][:, t], b["aux_mask"][:, t], per)
+        losses.append(torch.stack([frame_loss(attrs0, t, b["shift"][:, t], b[aux_key][:, t], per)
                                    for t in aux_t]).mean())
         for f in range(1, rec.horizon + 1):
             t = CURRENT + f
