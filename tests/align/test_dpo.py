@@ -270,3 +270,19 @@ def test_weak_feedback_seed_data_and_reference():
     assert abs(label_accuracy(d1.human_u, d1.unlabeled) - WF.TARGET) < 0.04
     acc = WF.kind_accuracy(WF.gold_labels(d1.unlabeled), d1.unlabeled)
     assert all(v == 1.0 for v in acc.values())
+
+
+def test_weak_feedback_committed_runs_consistent():
+    """The committed runs load (sha256 checked), cover the recipe's sizes and seeds, and their choices
+    are the argmax of their own grids."""
+    import iclr25.align.weak_feedback as WF
+
+    r = WF.load_runs()
+    assert r["recipe"]["sizes"] == list(WF.SIZES) and [row["seed"] for row in r["sweep"]] == list(WF.EVAL_SEEDS)
+    for row in r["sweep"]:
+        assert set(row["teacher"]) == {f"{n}/{m}" for n in ("tiny", "small") for m in WF.SIZES}
+    for name, pilot in r["teacher_pilot"].items():
+        assert r["teacher_epochs"][name] == float(max(pilot, key=pilot.get))
+    for c, rows in r["student_grid"].items():
+        best = max(rows, key=lambda g: g["sampled"])
+        assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])
