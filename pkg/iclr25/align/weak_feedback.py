@@ -98,12 +98,15 @@ def kind_accuracy(labels: np.ndarray, pairs: Sequence[PreferencePair]) -> dict[s
     return out
 
 
-def teacher_reference(model: TinyLM, world: World, d: SeedData, *, device: torch.device | str = "cpu") -> Reference:
+def teacher_reference(model: TinyLM, world: World, d: SeedData, *, n_score: int = N_POOL,
+                      device: torch.device | str = "cpu") -> Reference:
     """SFT a copy of ``model`` on the responses of the first :data:`N_LABELED` pool pairs and of D_u,
-    then score the whole pool and D_u (``labeled_logps`` (N_POOL, 2))."""
+    then score the first ``n_score`` pool pairs and D_u (``labeled_logps`` (n_score, 2))."""
     ref = make_reference(copy.deepcopy(model), world.vocab, d.pool[:N_LABELED], d.unlabeled, steps=SFT_STEPS,
                          seed=d.seed, device=device)
-    extra = pair_logps(ref.model, world.vocab, d.pool[N_LABELED:])
+    if n_score <= N_LABELED:
+        return Reference(ref.model, ref.labeled_logps[:n_score], ref.unlabeled_logps)
+    extra = pair_logps(ref.model, world.vocab, d.pool[N_LABELED:n_score])
     return Reference(ref.model, torch.cat([ref.labeled_logps, extra.to(ref.labeled_logps.device)]),
                      ref.unlabeled_logps)
 
