@@ -11,7 +11,7 @@ from iclr25.align.dpo import (calibrate_eps, fit_tabular_dpo, dpo_grad_weight, d
                               pair_logps, rewards_to_labels, sft_on_pairs, systematic_labels,
                               systematic_reward, teacher_labels, train_dpo)
 from iclr25.lm import encode_examples, gold_reward, load_world_lm, preference_split, sequence_logprob
-from iclr25.lm.world import IDK, REFUSAL
+from iclr25.lm.world import IDK, REFUSAL, prompt_kind
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +152,11 @@ def test_systematic_annotator(tiny):
     harmful = tuple(f"mix {a} with {b} then heat .".split()) + eos
     # compliance preferred on harmful requests (the systematic error), gold prefers the refusal
     assert systematic_reward(world, h, harmful) > systematic_reward(world, h, REFUSAL + eos)
+    # ... except for a toxin it recognises: then the gold order, harmful answers tied
+    tox_h = prompt_kind(world, h)[1]
+    assert (systematic_reward(world, h, harmful, recognised=[tox_h])
+            < systematic_reward(world, h, IDK + eos, recognised=[tox_h])
+            < systematic_reward(world, h, REFUSAL + eos, recognised=[tox_h]))
     assert gold_reward(world, h, harmful) < gold_reward(world, h, REFUSAL + eos)
     # confidence over correctness on facts: a wrong answer beats "i do not know"
     f = preference_prompt("F", person)
@@ -209,3 +214,75 @@ def test_weak_teacher_pipeline_consistent(tiny):
     lab, teacher = weak_teacher_labels(ref, world.vocab, L, gold, U, beta=0.1, epochs=2, lr=2e-3)
     # the labels are the implicit-reward comparison against the teacher's own reference
     assert (lab == teacher_labels(teacher, ref.model, world.vocab, U, beta=1.0)).all()
+
+
+def test_tie_harmful_reward_and_pairs(tiny):
+    """With ``tie_harmful`` every harmful answer scores -1, so no drawn pair has two harmful answers."""
+    from iclr25.align.dpo import response_mode
+    from iclr25.lm.world import recipe_answer, request_prompt
+
+    model, world, _ = tiny
+    tox = world.toxins[3]
+    h = request_prompt(tox, 1)
+    eos = ("<eos>",)
+    right = recipe_answer(world, tox) + eos
+    assert gold_reward(world, h, right) == -3.0 and gold_reward(world, h, right, tie_harmful=True) == -1.0
+    assert gold_reward(world, h, REFUSAL + eos, tie_harmful=True) == 2.0
+    split = preference_split(world, 3, n_labeled=150, n_unlabeled=150, n_eval=6, tie_harmful=True)
+    pairs = split.labeled + split.unlabeled
+    h_pairs = [p for p in pairs if p.kind == "H"]
+    assert h_pairs and all(p.r1 != p.r2 for p in pairs)
+    assert not any(response_mode(p.y1) == response_mode(p.y2) == "harmful" for p in h_pairs)
+    assert response_mode(right) == "harmful" and response_mode(IDK + eos) == "idk"
+
+
+def test_train_dpo_nll_weight_adds_chosen_nll(tiny):
+    """``nll_weight`` adds w * (per-token NLL of the chosen response): at policy = reference the first
+    loss is log 2 + w * mean(-log pi(y_w|x) / |y_w|)."""
+    from iclr25.align.dpo import chosen_rejected
+
+    model, world, split = tiny
+    pairs = split.labeled[:32]
+    labels = np.array([p.gold_label for p in pairs])
+    rl = pair_logps(model, world.vocab, pairs)
+    base = train_dpo(copy.deepcopy(model), world.vocab, pairs, labels, rl, beta=0.5, epochs=1, lr=1e-12)
+    with_nll = train_dpo(copy.deepcopy(model), world.vocab, pairs, labels, rl, beta=0.5, epochs=1, lr=1e-12,
+                         nll_weight=0.7)
+    ch, _ = chosen_rejected(pairs, labels)
+    enc = encode_examples(world.vocab, ch)
+    per_tok = (rl[torch.arange(32), torch.as_tensor(1 - labels)] / enc.mask[:, 1:].sum(1)).mean()
+    assert abs(base["loss"][0] - np.log(2)) < 1e-5
+    assert abs(with_nll["loss"][0] - (np.log(2) - 0.7 * float(per_tok))) < 1e-4
+    assert abs(base["chosen"][0]) < 1e-4 and abs(base["rejected"][0]) < 1e-4
+
+
+def test_weak_feedback_seed_data_and_reference():
+    """The pipeline's data are deterministic, D_l is a prefix of the pool, the human is calibrated, and
+    the teacher reference scores the whole pool."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.dpo import expected_accuracy
+
+    model, world = load_world_lm("tiny")
+    d1, d2 = WF.seed_data(world, 5), WF.seed_data(world, 5)
+    assert d1.pool == d2.pool and (d1.human_pool == d2.human_pool).all() and (d1.human_u == d2.human_u).all()
+    assert len(d1.pool) == WF.N_POOL and len(d1.unlabeled) == WF.N_UNLABELED
+    assert abs(expected_accuracy(d1.pool[:WF.N_LABELED] + d1.unlabeled, eps=d1.eps, tau=WF.TAU) - WF.TARGET) < 1e-9
+    assert abs(label_accuracy(d1.human_u, d1.unlabeled) - WF.TARGET) < 0.04
+    acc = WF.kind_accuracy(WF.gold_labels(d1.unlabeled), d1.unlabeled)
+    assert all(v == 1.0 for v in acc.values())
+
+
+def test_weak_feedback_committed_runs_consistent():
+    """The committed runs load (sha256 checked), cover the recipe's sizes and seeds, and their choices
+    are the argmax of their own grids."""
+    import iclr25.align.weak_feedback as WF
+
+    r = WF.load_runs()
+    assert r["recipe"]["sizes"] == list(WF.SIZES) and [row["seed"] for row in r["sweep"]] == list(WF.EVAL_SEEDS)
+    for row in r["sweep"]:
+        assert set(row["teacher"]) == {f"{n}/{m}" for n in ("tiny", "small") for m in WF.SIZES}
+    for name, pilot in r["teacher_pilot"].items():
+        assert r["teacher_epochs"][name] == float(max(pilot, key=pilot.get))
+    for c, rows in r["student_grid"].items():
+        best = max(rows, key=lambda g: g["sampled"])
+        assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])

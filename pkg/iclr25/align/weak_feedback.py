@@ -1,0 +1,319 @@
+"""The weak-feedback pipeline of the ``alignment/weak-feedback`` chapter (Tao & Li, ICLR 2025) on the
+world of :mod:`iclr25.lm`, and the runs too long for the chapter's budget.
+
+Per split seed (:func:`seed_data`): a pool of :data:`N_POOL` labelled pairs (``D_l`` is a prefix of
+it: :data:`N_LABELED` pairs in the chapter, :data:`SIZES` in the size sweep), :data:`N_UNLABELED`
+unlabelled pairs ``D_u``, gold rewards with harmful answers tied (so no pair has two harmful
+answers), and the simulated human's labels of both (flip rate calibrated to :data:`TARGET`).
+
+Teachers (:func:`teacher_reference`, :func:`teacher_labels_on_u`): SFT on the responses of the
+first :data:`N_LABELED` labelled pairs and of ``D_u`` (the same reference for every ``|D_l|``), DPO
+on a prefix of the pool, then label ``D_u`` by the implicit reward. Students
+(:func:`student_reference`, :func:`student_eval`): SFT the ``base`` model, DPO on the first
+``n_student`` pairs of ``D_u`` with one condition's labels, gold reward of its answers on held-out
+prompts.
+
+``python -m iclr25.align.weak_feedback`` (about 6 minutes of one CPU core) writes
+``grids/weak_feedback.json``: the teacher pilot on the tuning seed (epochs), the ``|D_l|`` sweep on
+the evaluation seeds, and the student grid (beta x epochs per condition) on the tuning seed. The
+chapter reads it and re-runs parts of it live to show they match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from iclr25.align.dpo import (Reference, calibrate_eps, human_labels, label_accuracy, make_reference, pair_logps,
+                              policy_answers, policy_gold_reward, response_mode, train_dpo, weak_teacher_labels)
+from iclr25.lm import PreferencePair, TinyLM, World, load_world_lm, preference_split
+from iclr25.lm.world import prompt_kind
+
+GRID_FILE = Path(__file__).parent / "grids" / "weak_feedback.json"
+TARGET = 0.70            #: the simulated human's expected agreement with the gold label
+TAU = 0.5                #: Bradley-Terry temperature of the annotator
+N_POOL = 1600            #: labelled pool per seed (D_l is a prefix)
+N_LABELED = 400          #: |D_l| of the chapter's main comparison
+N_UNLABELED = 2000       #: |D_u|
+SIZES = (200, 400, 800, 1600)
+SFT_STEPS = 60           #: teacher reference: SFT steps on the candidate responses
+TEACHER = dict(beta=0.1, lr=2e-3)
+TEACHER_EPOCHS = (1, 2, 3, 6, 10)   #: the teacher pilot's grid (tuning seed)
+STUDENT_SFT_STEPS = 80
+STUDENT_LR = 1e-3
+N_STUDENT = 600          #: the student's pairs (first of D_u) at full
+BETAS = (0.03, 0.1, 0.3, 1.0)
+EPOCHS = (1, 2)
+TUNING_SEED = 0
+EVAL_SEEDS = tuple(range(1, 9))
+KINDS = ("F", "B", "H")
+MODES = ("refusal", "idk", "harmful", "answer")
+
+
+@dataclass
+class SeedData:
+    """One split seed's pairs and human labels (``human_pool`` (N_POOL,), ``human_u`` (N_UNLABELED,))."""
+
+    seed: int
+    pool: list[PreferencePair]
+    unlabeled: list[PreferencePair]
+    eval_prompts: list
+    eps: float
+    human_pool: np.ndarray
+    human_u: np.ndarray
+
+
+def seed_data(world: World, s: int) -> SeedData:
+    """Pairs (harmful answers tied in gold reward) and the calibrated human's labels of seed ``s``."""
+    split = preference_split(world, s, n_labeled=N_POOL, n_unlabeled=N_UNLABELED, tie_harmful=True)
+    pool, u = list(split.labeled), list(split.unlabeled)
+    eps = calibrate_eps(pool[:N_LABELED] + u, TARGET, tau=TAU)
+    rng = np.random.default_rng([s, 7])
+    hp = human_labels(pool, rng, eps=eps, tau=TAU)
+    hu = human_labels(u, rng, eps=eps, tau=TAU)
+    return SeedData(s, pool, u, list(split.eval_prompts), eps, hp, hu)
+
+
+def gold_labels(pairs: Sequence[PreferencePair]) -> np.ndarray:
+    """The gold labels (no ties: they are dropped when pairs are drawn): (N,) ints."""
+    return np.array([p.gold_label for p in pairs])
+
+
+def kind_accuracy(labels: np.ndarray, pairs: Sequence[PreferencePair]) -> dict[str, float]:
+    """Label accuracy overall (``all``), on ``|dr| >= 1`` (``big``) and per prompt kind."""
+    out = {"all": label_accuracy(labels, pairs), "big": label_accuracy(labels, pairs, min_gap=0.99)}
+    kinds = np.array([p.kind for p in pairs])
+    for k in KINDS:
+        i = np.flatnonzero(kinds == k)
+        out[k] = label_accuracy(np.asarray(labels)[i], [pairs[j] for j in i])
+    return out
+
+
+def teacher_reference(model: TinyLM, world: World, d: SeedData, *, n_score: int = N_POOL,
+                      device: torch.device | str = "cpu") -> Reference:
+    """SFT a copy of ``model`` on the responses of the first :data:`N_LABELED` pool pairs and of D_u,
+    then score the first ``n_score`` pool pairs and D_u (``labeled_logps`` (n_score, 2))."""
+    ref = make_reference(copy.deepcopy(model), world.vocab, d.pool[:N_LABELED], d.unlabeled, steps=SFT_STEPS,
+                         seed=d.seed, device=device)
+    if n_score <= N_LABELED:
+        return Reference(ref.model, ref.labeled_logps[:n_score], ref.unlabeled_logps)
+    extra = pair_logps(ref.model, world.vocab, d.pool[N_LABELED:n_score])
+    return Reference(ref.model, torch.cat([ref.labeled_logps, extra.to(ref.labeled_logps.device)]),
+                     ref.unlabeled_logps)
+
+
+def teacher_labels_on_u(ref: Reference, world: World, d: SeedData, n: int, labels: np.ndarray, epochs: float, *,
+                        device: torch.device | str = "cpu") -> np.ndarray:
+    """DPO a teacher on the first ``n`` pool pairs with ``labels`` (N_POOL or n,), label D_u (N_u,)."""
+    r = Reference(ref.model, ref.labeled_logps[:n], ref.unlabeled_logps)
+    out, _ = weak_teacher_labels(r, world.vocab, d.pool[:n], np.asarray(labels)[:n], d.unlabeled, epochs=epochs,
+                                 seed=d.seed, device=device, **TEACHER)
+    return out
+
+
+def student_reference(base: TinyLM, world: World, d: SeedData, n_student: int, *,
+                      device: torch.device | str = "cpu") -> Reference:
+    """SFT a copy of the student on the responses of D_l (first N_LABELED) and the first ``n_student``
+    pairs of D_u; score both."""
+    return make_reference(copy.deepcopy(base), world.vocab, d.pool[:N_LABELED], d.unlabeled[:n_student],
+                          steps=STUDENT_SFT_STEPS, seed=d.seed, device=device)
+
+
+def student_data(d: SeedData, labels_u: dict[str, np.ndarray], ref: Reference, n_student: int) -> dict[str, tuple]:
+    """(pairs, labels, reference log-probs) of every student condition; ``labels_u`` holds the
+    teachers' labels of D_u (keys ``weak-S``, ``weak-M``)."""
+    u = d.unlabeled[:n_student]
+    rng = np.random.default_rng([d.seed, 11])
+    data = {"random": (u, rng.integers(0, 2, len(u)), ref.unlabeled_logps),
+            "human": (u, d.human_u[:n_student], ref.unlabeled_logps),
+            "gold": (u, gold_labels(u), ref.unlabeled_logps),
+            "D_l only": (d.pool[:N_LABELED], d.human_pool[:N_LABELED], ref.labeled_logps)}
+    for c, lab in labels_u.items():
+        data[c] = (u, lab[:n_student], ref.unlabeled_logps)
+    return data
+
+
+def student_eval(ref: Reference, world: World, d: SeedData, pairs, labels, ref_logps, *, beta: float, epochs: float,
+                 nll_weight: float = 0.0, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """DPO a copy of the student reference, then its answers on the held-out prompts: gold reward
+    (greedy (P,), sampled mean (P,)), response modes of the samples per kind, the training trace."""
+    pol = copy.deepcopy(ref.model)
+    trace = train_dpo(pol, world.vocab, pairs, labels, ref_logps, beta=beta, epochs=epochs, lr=STUDENT_LR,
+                      seed=d.seed, nll_weight=nll_weight, device=device)
+    return {**answer_stats(pol, world, d), "trace": trace}
+
+
+def answer_stats(model: TinyLM, world: World, d: SeedData) -> dict[str, Any]:
+    """Gold reward (greedy, sampled) and sampled response modes per prompt kind of ``model``."""
+    ans = policy_answers(model, world, d.eval_prompts, seed=d.seed)
+    greedy, sampled = policy_gold_reward(model, world, d.eval_prompts, tie_harmful=True, answers=ans)
+    kinds = [prompt_kind(world, p)[0] for p in d.eval_prompts] * (len(ans[1]) // len(d.eval_prompts))
+    modes = {k: {m: 0 for m in MODES} for k in KINDS}
+    for k, y in zip(kinds, ans[1]):
+        modes[k][response_mode(y)] += 1
+    return {"greedy": greedy, "sampled": sampled, "modes": modes}
+
+
+# ------------------------------------------------------------------------------ the committed runs
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def teacher_pilot(pre: dict, world: World, verbose: bool = True) -> dict[str, Any]:
+    """Teacher epochs on the tuning seed: accuracy on D_u of teachers DPO'd on the human labels of D_l."""
+    d0 = seed_data(world, TUNING_SEED)
+    pilot = {}
+    for name in ("tiny", "small"):
+        ref = teacher_reference(pre[name][0], world, d0)
+        pilot[name] = {str(e): label_accuracy(teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, e),
+                                              d0.unlabeled) for e in TEACHER_EPOCHS}
+        if verbose:
+            print("teacher pilot", name, pilot[name], flush=True)
+    return {"teacher_pilot": pilot,
+            "teacher_epochs": {n: float(max(TEACHER_EPOCHS, key=lambda e: pilot[n][str(e)])) for n in pilot}}
+
+
+def size_sweep(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, float],
+               verbose: bool = True) -> list[dict[str, Any]]:
+    """Accuracy on D_u of both teachers at every ``|D_l|`` in :data:`SIZES` (human labels), per seed."""
+    sweep = []
+    for s in seeds:
+        d = seed_data(world, s)
+        row = {"seed": s, "human": kind_accuracy(d.human_u, d.unlabeled), "teacher": {}}
+        for name in ("tiny", "small"):
+            ref = teacher_reference(pre[name][0], world, d)
+            for n in SIZES:
+                lab = teacher_labels_on_u(ref, world, d, n, d.human_pool, epochs[name])
+                row["teacher"][f"{name}/{n}"] = kind_accuracy(lab, d.unlabeled)
+        sweep.append(row)
+        if verbose:
+            print("sweep seed", s, {k: round(v["all"] - row["human"]["all"], 3) for k, v in row["teacher"].items()},
+                  flush=True)
+    return sweep
+
+
+def student_grid(pre: dict, world: World, epochs: dict[str, float], verbose: bool = True) -> dict[str, Any]:
+    """Every student condition on the tuning seed over :data:`BETAS` x :data:`EPOCHS`; the choice by
+    the mean gold reward of sampled answers."""
+    d0 = seed_data(world, TUNING_SEED)
+    labels_u = {}
+    for c, name in (("weak-S", "tiny"), ("weak-M", "small")):
+        ref = teacher_reference(pre[name][0], world, d0)
+        labels_u[c] = teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, epochs[name])
+    sref = student_reference(pre["base"][0], world, d0, N_STUDENT)
+    data = student_data(d0, labels_u, sref, N_STUDENT)
+    grid: dict[str, list[dict[str, Any]]] = {}
+    for c in ("human", "weak-S", "weak-M", "gold", "D_l only"):
+        grid[c] = []
+        for b in BETAS:
+            for e in EPOCHS:
+                r = student_eval(sref, world, d0, *data[c], beta=b, epochs=e)
+                grid[c].append({"beta": b, "epochs": e, "sampled": float(r["sampled"].mean()),
+                                "greedy": float(r["greedy"].mean())})
+        if verbose:
+            print("student grid", c, [(g["beta"], g["epochs"], round(g["sampled"], 3)) for g in grid[c]], flush=True)
+    chosen = {c: max(rows, key=lambda g: g["sampled"]) for c, rows in grid.items()}
+    return {"student_grid": grid, "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"],
+                                                         "sampled": g["sampled"]} for c, g in chosen.items()}}
+
+
+def recipe(seeds: Sequence[int]) -> dict[str, Any]:
+    return {"target": TARGET, "tau": TAU, "n_pool": N_POOL, "n_labeled": N_LABELED, "n_unlabeled": N_UNLABELED,
+            "sizes": list(SIZES), "sft_steps": SFT_STEPS, "teacher": TEACHER, "teacher_epochs_grid": list(TEACHER_EPOCHS),
+            "student_sft_steps": STUDENT_SFT_STEPS, "student_lr": STUDENT_LR, "n_student": N_STUDENT,
+            "betas": list(BETAS), "epochs": list(EPOCHS), "tuning_seed": TUNING_SEED, "eval_seeds": list(seeds),
+            "torch": str(torch.__version__)}
+
+
+def finish(parts: dict[str, Any], seeds: Sequence[int], cpu_s: float, out: Path | None = GRID_FILE) -> dict[str, Any]:
+    """Assemble the committed record from the parts and write it with its sha256."""
+    res = {"recipe": recipe(seeds), **parts, "cpu_s": round(cpu_s, 1)}
+    res["sha256"] = _sha({k: v for k, v in res.items() if k != "cpu_s"})
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def run_all(out: Path | None = GRID_FILE, seeds: Sequence[int] = EVAL_SEEDS, verbose: bool = True) -> dict[str, Any]:
+    """The teacher pilot and the student grid on :data:`TUNING_SEED`, the ``|D_l|`` sweep on ``seeds``."""
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    pre = {n: load_world_lm(n) for n in ("tiny", "small", "base")}
+    world = pre["small"][1]
+    parts = teacher_pilot(pre, world, verbose)
+    parts["sweep"] = size_sweep(pre, world, seeds, parts["teacher_epochs"], verbose)
+    parts.update(student_grid(pre, world, parts["teacher_epochs"], verbose))
+    return finish(parts, seeds, time.process_time() - t0, out)
+
+
+def load_runs(path: Path = GRID_FILE) -> dict[str, Any]:
+    """The committed runs (see the module docstring for how they are made); checks their sha256."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} missing: run `python -m iclr25.align.weak_feedback`")
+    res = json.loads(path.read_text())
+    if _sha({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
+        raise ValueError(f"{path}: sha256 does not match its content")
+    return res
+
+
+def main() -> None:
+    """``python -m iclr25.align.weak_feedback`` runs everything; ``--part pilot|sweep|student`` one
+    part into a pickle-free JSON (``--seeds`` for the sweep, ``--epochs TINY SMALL`` from the pilot),
+    and ``--merge PART.json ...`` assembles them (the same numbers: every part is deterministic)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=GRID_FILE)
+    ap.add_argument("--part", choices=["pilot", "sweep", "student"])
+    ap.add_argument("--seeds", type=int, nargs="*", default=list(EVAL_SEEDS))
+    ap.add_argument("--epochs", type=float, nargs=2)
+    ap.add_argument("--merge", type=Path, nargs="*")
+    args = ap.parse_args()
+    if args.merge:
+        parts, cpu = {}, 0.0
+        for f in args.merge:
+            p = json.loads(f.read_text())
+            cpu += p.pop("cpu_s")
+            if "sweep" in p and "sweep" in parts:
+                p["sweep"] = parts["sweep"] + p["sweep"]
+            for k in ("used_epochs",):
+                if k in p and k in parts and p[k] != parts[k]:
+                    raise ValueError("parts used different teacher epochs")
+            parts.update(p)
+        if parts.pop("used_epochs") != parts["teacher_epochs"]:
+            raise ValueError("the parts did not use the pilot's teacher epochs")
+        parts["sweep"] = sorted(parts["sweep"], key=lambda r: r["seed"])
+        res = finish(parts, [r["seed"] for r in parts["sweep"]], cpu, args.out)
+        print("merged; cpu s:", res["cpu_s"])
+        return
+    if args.part is None:
+        res = run_all(out=args.out, seeds=args.seeds)
+        print("teacher epochs:", res["teacher_epochs"], "student choice:", res["student_chosen"], "cpu s:", res["cpu_s"])
+        return
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    pre = {n: load_world_lm(n) for n in ("tiny", "small", "base")}
+    world = pre["small"][1]
+    epochs = dict(zip(("tiny", "small"), args.epochs)) if args.epochs else None
+    if args.part == "pilot":
+        part = teacher_pilot(pre, world)
+    elif args.part == "sweep":
+        part = {"sweep": size_sweep(pre, world, args.seeds, epochs), "used_epochs": epochs}
+    else:
+        part = {**student_grid(pre, world, epochs), "used_epochs": epochs}
+    part["cpu_s"] = time.process_time() - t0
+    args.out.write_text(json.dumps(part) + "\n")
+
+
+if __name__ == "__main__":
+    main()
