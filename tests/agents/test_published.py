@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from iclr25.agents import pass_curve, success_counts
-from iclr25.agents.published import (LEADERBOARD, SOURCE_COMMIT, STOP_LABELS, cue_label, derive_rows,
-                                     load_airline_table, load_stop_labels, read_source, table_text,
-                                     to_csv, write_class)
+from iclr25.agents.published import (LEADERBOARD, READ_LABELS, SOURCE_COMMIT, STOP_LABELS, cue_label,
+                                     derive_rows, load_airline_table, load_read_labels, load_stop_labels,
+                                     read_sample, read_source, table_text, to_csv, write_class)
 
 MIRROR = Path(os.environ.get("TAU_BENCH_REPO", "/work/.mirror/sierra-research+tau-bench/repo"))
 
@@ -99,3 +99,18 @@ def test_cue_labels_and_hand_labels():
     assert cue_label({"write_class": "no_write", "gold_writes": 1, "push_cue": 0}) == "gave_up"
     assert cue_label({"write_class": "extra_write", "gold_writes": 0, "push_cue": 0}) == "asked_violation"
     assert cue_label({"write_class": "wrong_args", "gold_writes": 1, "push_cue": 0}) == "believes_success"
+
+
+def test_read_labels_are_the_seeded_sample_with_valid_labels():
+    rows = load_airline_table()
+    lab = load_read_labels()
+    assert [(r["task"], r["trial"]) for r in lab] == read_sample(rows)  # exactly the seeded draw, in order
+    reward = {(r["task"], r["trial"]): r["reward"] for r in rows}
+    assert all(reward[r["task"], r["trial"]] == r["reward"] for r in lab)
+    assert sum(r["reward"] == 0 for r in lab) == sum(r["reward"] == 1 for r in lab) == 30
+    fail_labels = {"wrong_args", "wrong_decision", "partial", "user_error", "gold_error"}
+    assert all(r["label"] in (fail_labels if r["reward"] == 0 else {"ok", "spurious"}) for r in lab)
+    assert set(r["label"] for r in lab) <= set(READ_LABELS)
+    # reader_ok follows the label: a failure was handled correctly when the gold or the user is at fault,
+    # a success only when the reader agrees with it
+    assert all(r["reader_ok"] == int(r["label"] in ("gold_error", "user_error", "ok")) for r in lab)

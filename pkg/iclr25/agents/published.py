@@ -226,6 +226,42 @@ def load_stop_labels() -> list[dict[str, Any]]:
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"])} for r in rows]
 
 
+READ_LABELS_FILE = "data/tau_bench_read_labels.csv"
+#: The reader's categories of a failed trial (the paper's three kinds first) and of a successful one.
+READ_LABELS = {
+    "wrong_args": "wrong arguments or information in a write (paper: wrong arguments / wrong info)",
+    "wrong_decision": "a write the policy forbids, a wrong action, or refusing a legitimate request (paper)",
+    "partial": "part of a compound request left undone (paper: partial resolution)",
+    "user_error": "the simulated user broke its instruction",
+    "gold_error": "the gold actions, not the agent, are at odds with the instruction or policy",
+    "ok": "a success the reader agrees with",
+    "spurious": "a success the reader judges mishandled (the check passed anyway)",
+}
+PAPER_KINDS = ("wrong_args", "wrong_decision", "partial")
+READ_SEED, READ_N = 2026, 30
+
+
+def read_sample(rows: list[dict[str, Any]], seed: int = READ_SEED, n: int = READ_N) -> list[tuple[int, int]]:
+    """The (task, trial) pairs the reader labelled: ``n`` failed trials, then ``n`` successful ones,
+    each drawn without replacement by ``numpy.random.default_rng(seed)`` from the table order."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for want in (0, 1):
+        pool = [(r["task"], r["trial"]) for r in rows if r["reward"] == want]
+        out += [pool[i] for i in sorted(rng.choice(len(pool), n, replace=False))]
+    return out
+
+
+def load_read_labels() -> list[dict[str, Any]]:
+    """The reader's labels of the sampled trials (task, trial, reward, label, reader_ok, note)."""
+    text = resources.files("iclr25.agents").joinpath(READ_LABELS_FILE).read_text(encoding="utf-8")
+    rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "reward": int(r["reward"]),
+             "reader_ok": int(r["reader_ok"])} for r in rows]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Write the derived table from a local copy of the repository."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
