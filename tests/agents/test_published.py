@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from iclr25.agents import pass_curve, success_counts
-from iclr25.agents.published import (LEADERBOARD, SOURCE_COMMIT, derive_rows, load_airline_table,
-                                     read_source, table_text, to_csv)
+from iclr25.agents.published import (LEADERBOARD, READ_LABELS, SOURCE_COMMIT, STOP_LABELS, cue_label,
+                                     derive_rows, load_airline_table, load_read_labels, load_stop_labels,
+                                     read_sample, read_source, table_text, to_csv, write_class)
 
 MIRROR = Path(os.environ.get("TAU_BENCH_REPO", "/work/.mirror/sierra-research+tau-bench/repo"))
 
@@ -66,7 +67,50 @@ def test_derive_rows_on_a_hand_made_trajectory():
            "info": {"reward_info": {"info": {"r_actions": 0.0}}}}
     (row,) = derive_rows([rec])
     assert row == {"task": "3", "trial": "1", "reward": "0", "r_actions": "0", "r_outputs": "",
-                   "end": "user_stop", "agent_turns": "2", "writes": "1", "last_user": "Thanks!"}
+                   "end": "user_stop", "agent_turns": "2", "writes": "1", "last_user": "Thanks!",
+                   "gold_writes": "0", "write_class": "extra_write", "push_cue": "0", "agent_done": "0"}
     rec2 = {**rec, "traj": traj[:4] + [{"role": "tool", "name": "transfer_to_human_agents", "content": ""}],
             "info": {}}
     assert derive_rows([rec2])[0]["end"] == "transfer"
+
+
+def test_write_class_cases():
+    g = [("cancel_reservation", {"reservation_id": "A"}), ("cancel_reservation", {"reservation_id": "B"})]
+    assert write_class(list(g), g) == "same"
+    assert write_class([], []) == "none"
+    assert write_class([], g) == "no_write"
+    assert write_class(g[:1], g) == "partial"
+    assert write_class([("cancel_reservation", {"reservation_id": "C"})], g) == "wrong_args"
+    assert write_class([("book_reservation", {})], g) == "extra_write"
+    assert write_class([("book_reservation", {})], []) == "extra_write"
+
+
+def test_cue_labels_and_hand_labels():
+    rows = load_airline_table()
+    stop_fail = {(r["task"], r["trial"]): r for r in rows if r["reward"] == 0 and r["end"] == "user_stop"}
+    assert len(stop_fail) == 98
+    labels = {cue_label(r) for r in stop_fail.values()}
+    assert labels <= set(STOP_LABELS)
+    hand = load_stop_labels()
+    assert len(hand) == 20 and len({(h["task"], h["trial"]) for h in hand}) == 20
+    assert all((h["task"], h["trial"]) in stop_fail and h["label"] in STOP_LABELS for h in hand)
+    agree = sum(cue_label(stop_fail[h["task"], h["trial"]]) == h["label"] for h in hand)
+    assert agree >= 16  # the automatic cues agree with reading on most of the 20
+    assert cue_label({"write_class": "no_write", "gold_writes": 1, "push_cue": 0}) == "gave_up"
+    assert cue_label({"write_class": "extra_write", "gold_writes": 0, "push_cue": 0}) == "asked_violation"
+    assert cue_label({"write_class": "wrong_args", "gold_writes": 1, "push_cue": 0}) == "believes_success"
+
+
+def test_read_labels_are_the_seeded_sample_with_valid_labels():
+    rows = load_airline_table()
+    lab = load_read_labels()
+    assert [(r["task"], r["trial"]) for r in lab] == read_sample(rows)  # exactly the seeded draw, in order
+    reward = {(r["task"], r["trial"]): r["reward"] for r in rows}
+    assert all(reward[r["task"], r["trial"]] == r["reward"] for r in lab)
+    assert sum(r["reward"] == 0 for r in lab) == sum(r["reward"] == 1 for r in lab) == 30
+    fail_labels = {"wrong_args", "wrong_decision", "partial", "user_error", "gold_error"}
+    assert all(r["label"] in (fail_labels if r["reward"] == 0 else {"ok", "spurious"}) for r in lab)
+    assert set(r["label"] for r in lab) <= set(READ_LABELS)
+    # reader_ok follows the label: a failure was handled correctly when the gold or the user is at fault,
+    # a success only when the reader agrees with it
+    assert all(r["reader_ok"] == int(r["label"] in ("gold_error", "user_error", "ok")) for r in lab)

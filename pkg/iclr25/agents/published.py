@@ -6,13 +6,23 @@ ships ``historical_trajectories/gpt-4o-airline.json``: 50 airline test tasks x 4
 tool-calling gpt-4o agent, each with its reward and full conversation. This module turns that file
 into a small table, one row per trial, and nothing else of it is kept::
 
-    task, trial, reward, r_actions, r_outputs, end, agent_turns, writes, last_user
+    task, trial, reward, r_actions, r_outputs, end, agent_turns, writes, last_user,
+    gold_writes, write_class, push_cue, agent_done
 
 ``end`` says how the episode ended: ``user_stop`` (the simulated user sent ``###STOP###``),
 ``transfer`` (the agent called ``transfer_to_human_agents``) or ``max_steps`` (the agent's 30
 steps ran out). ``agent_turns`` counts the agent's messages, ``writes`` its calls of tools that
 change the database, ``last_user`` is the user's final message when it stopped (at most 100
-characters, ``###STOP###`` removed).
+characters, ``###STOP###`` removed). ``gold_writes`` counts the write calls among the task's gold
+actions, ``write_class`` compares the agent's successful write calls with them (see
+:func:`write_class`), and ``push_cue`` is 1 when the user's hidden instruction tells it to insist or
+push (words such as "insist", "persuade", "do not accept"), the tasks where a user may talk the agent
+into a change the policy forbids. ``agent_done`` is 1 when one of the agent's messages
+reports a completed change ("successfully", "has been cancelled", ...).
+
+Twenty randomly drawn failed trials that the user ended were also read by hand and labelled;
+those labels are the second committed file, ``data/tau_bench_stop_labels.csv`` (see
+:data:`STOP_LABELS`).
 
 Regenerate the committed table with (the path is a clone or bare mirror of the repository)::
 
@@ -25,7 +35,9 @@ import argparse
 import csv
 import io
 import json
+import re
 import subprocess
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,7 +54,21 @@ AIRLINE_WRITE_TOOLS = frozenset({"book_reservation", "cancel_reservation", "send
                                  "update_reservation_baggages", "update_reservation_flights",
                                  "update_reservation_passengers"})
 COLUMNS = ("task", "trial", "reward", "r_actions", "r_outputs", "end", "agent_turns", "writes",
-           "last_user")
+           "last_user", "gold_writes", "write_class", "push_cue", "agent_done")
+#: Hand labels of stopped failures (task, trial, label, note).
+LABELS_FILE = "data/tau_bench_stop_labels.csv"
+#: What the labels mean: why a failed trial ended with the user's ###STOP###.
+STOP_LABELS = {
+    "believes_success": "the user leaves as if its request was handled (the agent made changes it accepted)",
+    "gave_up": "the user knowingly leaves without the change (nothing done, will come back or go elsewhere)",
+    "asked_violation": "the user pushed for a change the policy forbids, and the agent made it",
+    "user_error": "the user simulator broke its instruction (stopped too early, changed the goal)",
+}
+#: Words in an agent message that report a completed change.
+DONE_WORDS = re.compile(r"successfully|has been (cancel|updat|book|upgrad|chang|process|issu|add)"
+                        r"|have been (cancel|updat|book|upgrad|chang|process|issu|add)|is now (book|confirm)", re.I)
+#: Words in a hidden instruction that tell the user to push for what it wants.
+PUSH_WORDS = re.compile(r"insist|persist|persuade|convince|push|argue|demand|(do not|don't) accept", re.I)
 
 #: The repository's leaderboard (README, tool-calling agents, 4 trials): pass^1..4.
 LEADERBOARD = {
@@ -78,6 +104,39 @@ def _flag(info: dict[str, Any] | None, key: str) -> str:
     return str(int(float(info[key])))
 
 
+def _agent_writes(traj: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The agent's write calls that the environment executed (tool reply not an error), with arguments."""
+    args = {}
+    for m in traj:
+        for tc in (m.get("tool_calls") or []) if m["role"] == "assistant" else []:
+            if "id" in tc and "function" in tc:
+                args[tc["id"]] = json.loads(tc["function"].get("arguments") or "{}")
+    return [(m["name"], args.get(m.get("tool_call_id"), {})) for m in traj
+            if m["role"] == "tool" and m.get("name") in AIRLINE_WRITE_TOOLS
+            and not (m.get("content") or "").startswith("Error")]
+
+
+def write_class(agent: list[tuple[str, dict]], gold: list[tuple[str, dict]]) -> str:
+    """How the agent's executed writes differ from the gold writes (multisets of name + arguments).
+
+    ``same`` (identical), ``no_write`` (the agent changed nothing, gold changes something),
+    ``partial`` (a strict part of the gold writes, nothing else), ``wrong_args`` (only tools the
+    gold also calls, with other arguments), ``extra_write`` (a tool the gold does not call: a wrong
+    decision, or a change the policy forbids), ``none`` (neither writes).
+    """
+    key = lambda n, k: n + json.dumps(k, sort_keys=True)  # noqa: E731
+    ca, cg = Counter(key(*a) for a in agent), Counter(key(*g) for g in gold)
+    if ca == cg:
+        return "same" if gold else "none"
+    if not agent:
+        return "no_write"
+    if not ca - cg:
+        return "partial"
+    if {n for n, _ in agent} <= {n for n, _ in gold}:
+        return "wrong_args"
+    return "extra_write"
+
+
 def derive_rows(trajectories: list[dict[str, Any]]) -> list[dict[str, str]]:
     """One row per trial (sorted by task, then trial) from the parsed trajectory file."""
     rows = []
@@ -85,6 +144,10 @@ def derive_rows(trajectories: list[dict[str, Any]]) -> list[dict[str, str]]:
         traj = r["traj"]
         end = _end(traj)
         info = (r["info"].get("reward_info") or {}).get("info")
+        task = r["info"].get("task") or {}
+        said = [m.get("content") or "" for m in traj if m["role"] == "assistant" and m.get("content")]
+        gold = [(a["name"], a.get("kwargs") or {}) for a in task.get("actions") or []
+                if a["name"] in AIRLINE_WRITE_TOOLS]
         last_user = ""
         if end == "user_stop":
             text = traj[-1]["content"].replace("###STOP###", " ")
@@ -95,7 +158,11 @@ def derive_rows(trajectories: list[dict[str, Any]]) -> list[dict[str, str]]:
             agent_turns=str(sum(m["role"] == "assistant" for m in traj)),
             writes=str(sum(m["role"] == "tool" and m.get("name") in AIRLINE_WRITE_TOOLS
                            for m in traj)),
-            last_user=last_user))
+            last_user=last_user,
+            gold_writes=str(len(gold)),
+            write_class=write_class(_agent_writes(traj), gold),
+            push_cue=str(int(bool(PUSH_WORDS.search(task.get("instruction") or "")))),
+            agent_done=str(int(any(DONE_WORDS.search(m) for m in said)))))
     return sorted(rows, key=lambda row: (int(row["task"]), int(row["trial"])))
 
 
@@ -129,12 +196,70 @@ def load_airline_table() -> list[dict[str, Any]]:
     out = []
     for row in csv.DictReader(lines):
         typed: dict[str, Any] = dict(row)
-        for key in ("task", "trial", "reward", "agent_turns", "writes"):
+        for key in ("task", "trial", "reward", "agent_turns", "writes", "gold_writes", "push_cue", "agent_done"):
             typed[key] = int(row[key])
         for key in ("r_actions", "r_outputs"):
             typed[key] = int(row[key]) if row[key] != "" else None
         out.append(typed)
     return out
+
+
+def cue_label(row: dict[str, Any]) -> str:
+    """An automatic label of a failed trial the user ended, from the table's columns alone.
+
+    ``gave_up`` when the agent executed no write although the gold writes something (the user leaves
+    knowing nothing changed); ``asked_violation`` when the agent wrote although the gold writes
+    nothing, or the user's instruction tells it to push; ``believes_success`` otherwise (the agent
+    made changes the user accepted, or answered and was thanked). ``user_error`` needs a reader.
+    """
+    if row["write_class"] == "no_write":
+        return "gave_up"
+    if row["write_class"] not in ("none", "same") and (row["gold_writes"] == 0 or row["push_cue"] == 1):
+        return "asked_violation"
+    return "believes_success"
+
+
+def load_stop_labels() -> list[dict[str, Any]]:
+    """The hand labels of 20 random failed trials that the user ended (task, trial, label, note)."""
+    text = resources.files("iclr25.agents").joinpath(LABELS_FILE).read_text(encoding="utf-8")
+    rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"])} for r in rows]
+
+
+READ_LABELS_FILE = "data/tau_bench_read_labels.csv"
+#: The reader's categories of a failed trial (the paper's three kinds first) and of a successful one.
+READ_LABELS = {
+    "wrong_args": "wrong arguments or information in a write (paper: wrong arguments / wrong info)",
+    "wrong_decision": "a write the policy forbids, a wrong action, or refusing a legitimate request (paper)",
+    "partial": "part of a compound request left undone (paper: partial resolution)",
+    "user_error": "the simulated user broke its instruction",
+    "gold_error": "the gold actions, not the agent, are at odds with the instruction or policy",
+    "ok": "a success the reader agrees with",
+    "spurious": "a success the reader judges mishandled (the check passed anyway)",
+}
+PAPER_KINDS = ("wrong_args", "wrong_decision", "partial")
+READ_SEED, READ_N = 2026, 30
+
+
+def read_sample(rows: list[dict[str, Any]], seed: int = READ_SEED, n: int = READ_N) -> list[tuple[int, int]]:
+    """The (task, trial) pairs the reader labelled: ``n`` failed trials, then ``n`` successful ones,
+    each drawn without replacement by ``numpy.random.default_rng(seed)`` from the table order."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for want in (0, 1):
+        pool = [(r["task"], r["trial"]) for r in rows if r["reward"] == want]
+        out += [pool[i] for i in sorted(rng.choice(len(pool), n, replace=False))]
+    return out
+
+
+def load_read_labels() -> list[dict[str, Any]]:
+    """The reader's labels of the sampled trials (task, trial, reward, label, reader_ok, note)."""
+    text = resources.files("iclr25.agents").joinpath(READ_LABELS_FILE).read_text(encoding="utf-8")
+    rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "reward": int(r["reward"]),
+             "reader_ok": int(r["reader_ok"])} for r in rows]
 
 
 def main(argv: list[str] | None = None) -> None:
