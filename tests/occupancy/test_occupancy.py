@@ -158,6 +158,18 @@ def test_ego_copy_without_motion_is_identity(seqs):
         assert torch.equal(out[s, 0, :GRID[0] - v, :, 0], seqs["occ"][s, CURRENT + 1, :GRID[0] - v, :, 0])
 
 
+def test_ego_copy_fill_last_repeats_the_last_column(seqs):
+    pred = seqs["occ"][:, CURRENT]
+    speed = torch.full((len(pred),), 2, dtype=torch.long)
+    out = ego_copy(pred, speed, fill="last")
+    free = ego_copy(pred, speed)
+    for f in range(out.shape[1]):
+        s = 2 * (f + 1)
+        assert torch.equal(out[:, f, :GRID[0] - s], free[:, f, :GRID[0] - s])
+        assert torch.equal(out[:, f, GRID[0] - s:], pred[:, -1:].expand(-1, s, -1, -1))
+    assert torch.equal(ego_copy(pred, torch.zeros_like(speed), fill="last"), ego_copy(pred, torch.zeros_like(speed)))
+
+
 def test_forecaster_with_zero_fusion_copies():
     torch.manual_seed(0)
     f = StateForecaster(channels=8)
@@ -167,6 +179,16 @@ def test_forecaster_with_zero_fusion_copies():
     outs, wp = f(feat, torch.randn(2, 2), 3)
     assert all(torch.equal(o, feat) for o in outs)
     assert wp.shape == (2, 3, 2)
+
+
+def test_forecaster_output_depends_on_the_state():
+    torch.manual_seed(0)
+    f = StateForecaster(channels=8)
+    feat = torch.randn(2, 8, *GRID)
+    a, wa = f(feat, torch.zeros(2, 2), 3)
+    b, wb = f(feat, torch.ones(2, 2), 3)
+    assert all(not torch.allclose(x, y) for x, y in zip(a[1:], b[1:]))
+    assert not torch.allclose(wa, wb)
 
 
 def test_renderer_gradcheck():
