@@ -209,3 +209,19 @@ def test_silog_scale_invariance_at_lambda_one():
     d = torch.rand(100, dtype=torch.float64) + 0.5
     assert float(silog_loss(3 * d, d, lam=1.0)) < 1e-3
     assert float(silog_loss(d, d)) < 1e-3
+
+
+def test_lss_index_is_the_voxel_of_each_bin_point():
+    from iclr25.occupancy.model import lss_index
+    rig = make_rig()
+    bins = torch.tensor([0.5, 3.0, 7.5, 200.0])
+    idx = lss_index(rig, bins)
+    X, Y, Z = GRID
+    assert idx.shape == (rig.dirs.shape[0], len(bins))
+    for r in (0, rig.dirs.shape[0] // 2, rig.dirs.shape[0] - 1):
+        for b, d in enumerate(bins.tolist()):
+            p = rig.origin.double() + rig.dirs[r].double() * d
+            i, j, k = (int(math.floor(v)) for v in p.tolist())
+            inside = 0 <= i < X and 0 <= j < Y and 0 <= k < Z
+            assert int(idx[r, b]) == ((i * Y + j) * Z + k if inside else X * Y * Z)
+    assert (idx[:, -1] == X * Y * Z).all()          # 200 m lies outside the grid on every ray
