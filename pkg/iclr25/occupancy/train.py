@@ -223,9 +223,12 @@ def predict(model: WorldModel, d: dict, device: torch.device, chunk: int = 64, m
     return torch.cat(preds), torch.cat(wps)
 
 
-def ego_copy(pred_now: torch.Tensor, speed: torch.Tensor, steps: int = HORIZON) -> torch.Tensor:
+def ego_copy(pred_now: torch.Tensor, speed: torch.Tensor, steps: int = HORIZON, fill: str = "free") -> torch.Tensor:
     """The ego-compensated copy: the current prediction (N, X, Y, Z) shifted by the known ego
-    displacement ``speed * f`` voxels (x) for f = 1..steps; voxels entering the view are free."""
+    displacement ``speed * f`` voxels (x) for f = 1..steps; the voxels entering the view are free
+    (``fill="free"``) or copies of the last predicted x column (``fill="last"``: road, sidewalks and
+    grass run along x, so this is the stronger non-learned forecast)."""
+    assert fill in ("free", "last"), fill
     out = []
     for f in range(1, steps + 1):
         frame = torch.zeros_like(pred_now)
@@ -233,6 +236,8 @@ def ego_copy(pred_now: torch.Tensor, speed: torch.Tensor, steps: int = HORIZON) 
             sel = speed == v
             s = int(v) * f
             frame[sel, :GRID[0] - s] = pred_now[sel, s:]
+            if fill == "last" and s > 0:
+                frame[sel, GRID[0] - s:] = pred_now[sel, -1:]
         out.append(frame)
     return torch.stack(out, 1)
 
