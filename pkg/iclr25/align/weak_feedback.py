@@ -42,8 +42,8 @@ GRID_FILE = Path(__file__).parent / "grids" / "weak_feedback.json"
 TARGET = 0.70            #: the simulated human's expected agreement with the gold label
 TAU = 0.5                #: Bradley-Terry temperature of the annotator
 N_POOL = 1600            #: labelled pool per seed (D_l is a prefix)
-N_LABELED = 400          #: |D_l| of the chapter's main comparison
-N_UNLABELED = 2000       #: |D_u|
+N_LABELED = 400          #: ``|D_l|`` of the chapter's main comparison
+N_UNLABELED = 2000       #: ``|D_u|``
 SIZES = (200, 400, 800, 1600)
 SFT_STEPS = 60           #: teacher reference: SFT steps on the candidate responses
 TEACHER = dict(beta=0.1, lr=2e-3)
