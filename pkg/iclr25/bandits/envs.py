@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-CONTEXT_KINDS = ("gaussian", "sphere", "anisotropic", "basis")
+CONTEXT_KINDS = ("gaussian", "sphere", "anisotropic", "basis", "signs")
 
 
 def squash_radius(r: np.ndarray) -> np.ndarray:
@@ -78,6 +78,9 @@ class LinearContextualEnv:
         if self.context == "basis" and (self.K != self.d or not 0 <= self.jitter < 1):
             raise ValueError(f"basis contexts need K = d and 0 <= jitter < 1, got K={self.K}, "
                              f"d={self.d}, jitter={self.jitter}")
+        if self.context == "signs" and (self.K != 2 ** self.d or not 0 <= self.jitter < 1):
+            raise ValueError(f"signs contexts need K = 2^d and 0 <= jitter < 1, got K={self.K}, "
+                             f"d={self.d}, jitter={self.jitter}")
 
     @property
     def S(self) -> int:
@@ -98,11 +101,13 @@ class LinearContextualEnv:
         S, B, K, d = self.S, self.block, self.K, self.d
         if self.shared_contexts:
             S = 1
-        if self.context in ("sphere", "basis"):
+        if self.context in ("sphere", "basis", "signs"):
             x = rng.standard_normal((S, B, K, d))
             x /= np.linalg.norm(x, axis=-1, keepdims=True)
             if self.context == "basis":
                 x = (1.0 - self.jitter) * np.eye(d) + self.jitter * x
+            elif self.context == "signs":
+                x = (1.0 - self.jitter) * sign_vectors(d) + self.jitter * x
         else:
             scale = np.ones(d) if self.context == "gaussian" else np.geomspace(1.0, 0.1, d)
             x = rng.standard_normal((S, B, K, d)) * scale / np.sqrt(d if self.context == "gaussian" else 1)
@@ -188,6 +193,13 @@ class TiledEnv(LinearContextualEnv):
         return np.concatenate([x] * self.n), np.concatenate([e] * self.n)
 
 
+def sign_vectors(d: int) -> np.ndarray:
+    """The ``2^d`` hypercube corners ``{-1, +1}^d / sqrt(d)`` (unit vectors), one per row;
+    row ``a`` has sign ``-1`` in coordinate ``i`` iff bit ``i`` of ``a`` is set."""
+    bits = (np.arange(2 ** d)[:, None] >> np.arange(d)[None, :]) & 1
+    return (1.0 - 2.0 * bits) / np.sqrt(d)
+
+
 def random_theta(S: int, d: int, seed: int) -> np.ndarray:
     """``S`` parameters uniform on the unit sphere of ``R^d``: shape ``(S, d)``."""
     th = np.random.default_rng([seed, 10_007]).standard_normal((S, d))
@@ -220,6 +232,27 @@ def make_needle_env(gaps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: f
     theta[np.arange(len(theta)), rng.integers(0, d, len(theta))] = np.repeat(gaps, R)
     return LinearContextualEnv(theta, K=d, noise_sd=noise_sd, seed=seed, context="basis", jitter=jitter,
                                shared_contexts=shared_contexts)
+
+
+def make_sign_env(eps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: float = 0.5,
+                  jitter: float = 0.1, shared_contexts: bool = False) -> LinearContextualEnv:
+    """The sign-vector family of the linear lower bound: ``len(eps) * R`` instances.
+
+    ``K = 2^d`` nearly fixed actions, the hypercube corners ``{-1, +1}^d / sqrt(d)`` (``signs``
+    contexts, jittered like ``basis``); ``theta* = eps sigma / sqrt(d)`` for a random sign vector
+    ``sigma``, so ``||theta*|| = eps``, the best action is the corner ``sigma`` and flipping ``k``
+    of its signs costs ``2 k eps (1 - jitter) / d`` (before jitter). Learning ``theta*`` means
+    learning ``d`` signs at once: many more actions than dimensions (``L = min(d, log K) = d``).
+    Instance ``s`` has ``eps[s // R]``.
+    """
+    eps = np.asarray(eps, dtype=float)
+    if eps.ndim != 1 or np.any(eps <= 0) or np.any(eps > 1) or R < 1:
+        raise ValueError("need eps in (0, 1] (1-D) and R >= 1")
+    rng = np.random.default_rng([seed, 10_011])
+    sigma = rng.choice([-1.0, 1.0], size=(len(eps) * R, d))
+    theta = np.repeat(eps, R)[:, None] * sigma / np.sqrt(d)
+    return LinearContextualEnv(theta, K=2 ** d, noise_sd=noise_sd, seed=seed, context="signs",
+                               jitter=jitter, shared_contexts=shared_contexts)
 
 
 class DigitsBanditEnv(LinearContextualEnv):
