@@ -108,6 +108,22 @@ def test_shared_contexts_one_stream_independent_noise():
     np.testing.assert_array_equal(et[4:], eps)
 
 
+def test_streams_one_context_stream_per_replicate():
+    from iclr25.bandits import TiledEnv, make_needle_env
+    env = make_needle_env(np.array([0.1, 0.5, 0.9]), 2, 4, seed=3, noise_sd=0.2, streams=2)
+    X, eps = env.rounds(500, 1100)  # spans three blocks
+    assert X.shape == (6, 600, 4, 4)
+    for s in range(2, 6):  # instance s sees stream s % 2, with its own noise
+        np.testing.assert_array_equal(X[s], X[s % 2])
+        assert not np.allclose(eps[s], eps[s % 2])
+    assert not np.allclose(X[0], X[1])
+    Xt, et = TiledEnv(env, 2).rounds(500, 1100)
+    np.testing.assert_array_equal(Xt[6 + 3], X[3])
+    np.testing.assert_array_equal(et[6:], eps)
+    with pytest.raises(ValueError):
+        make_needle_env(np.array([0.1, 0.5, 0.9]), 2, 4, streams=4)
+
+
 def test_sign_vectors_are_the_hypercube_corners():
     from iclr25.bandits import sign_vectors
     V = sign_vectors(3)
