@@ -60,3 +60,22 @@ def test_w2_closed_forms():
         wasserstein2(X, torch.randn(5, 3))
     with pytest.raises(ValueError, match="non-finite"):
         wasserstein2(X, X * float("nan"))
+
+
+def test_exact_1d_w2_to_the_standard_normal():
+    from scipy.special import ndtri
+
+    from iclr25.sampling import wasserstein2_std_normal_1d as w2n
+    # one point c: W2^2 = E (Z - c)^2 = 1 + c^2
+    torch.testing.assert_close(w2n(torch.tensor([[0.0], [2.0]], dtype=torch.float64)) ** 2,
+                               torch.tensor([1.0, 5.0], dtype=torch.float64))
+    # against exact OT to a fine quantile grid of N(0, 1) (its own W2 to N(0, 1) is ~1e-3)
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(7, 1, generator=g, dtype=torch.float64)
+    M = 20_000
+    grid = torch.from_numpy(ndtri((torch.arange(M, dtype=torch.float64).numpy() + 0.5) / M))[:, None]
+    assert abs(w2n(X.T).item() - wasserstein2(X, grid)) < 5e-3
+    # it falls with N like N^(-1/2) (up to logs) on i.i.d. draws
+    big = w2n(torch.randn(200, 4096, generator=g, dtype=torch.float64)).mean()
+    small = w2n(torch.randn(200, 64, generator=g, dtype=torch.float64)).mean()
+    assert 4 < small / big < 12
