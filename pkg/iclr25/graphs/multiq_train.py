@@ -2,7 +2,7 @@
 
 ``python -m iclr25.graphs.multiq_train --work DIR`` is one worker (one thread): it takes the
 next unclaimed training run (a lock file in ``DIR``) until none is left, so several workers share
-the work (about 12 CPU-minutes in all); ``--merge --work DIR`` joins the runs into the committed
+the work (the JSON records each encoder's wall seconds, ``seconds_eval_seeds``); ``--merge --work DIR`` joins the runs into the committed
 files. For every encoder of :data:`ENCODERS` the script
 
 1. tunes the learning rate on :data:`RECIPE` ``["lr_grid"]`` by the validation RMSE of one run
