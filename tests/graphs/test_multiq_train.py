@@ -21,6 +21,14 @@ def test_build_split_is_deterministic_and_views_agree():
     assert mqt.view_of(a, "svd", 1, "mq") is a["mq"]
 
 
+def test_ci_test_split_is_a_prefix_of_the_full_one():
+    """The chapter states that ci evaluates on the first graphs of full's test split."""
+    few = mqt.build_split(3, (21, 24), 22, 200, ("mq",))["mq"]
+    more = mqt.build_split(7, (21, 24), 22, 200, ("mq",))["mq"]
+    for g, h in zip(few, more[:3]):
+        assert torch.equal(g.edge_index, h.edge_index) and torch.equal(g.y_pairs, h.y_pairs)
+
+
 def test_fp16_round_trip_keeps_buffers_and_predictions():
     graphs = mqt.build_split(4, (8, 10), 4, 1, ("mq",))["mq"]
     model = mqt.new_model("magnetic", 5, 0)
