@@ -1,0 +1,285 @@
+"""Train the walk-profile regressors of the chapter ``graphs/multiq-maglap`` and commit them.
+
+``python -m iclr25.graphs.multiq_train --work DIR`` is one worker (one thread): it takes the
+next unclaimed training run (a lock file in ``DIR``) until none is left, so several workers share
+the work (the JSON records each encoder's wall seconds, ``seconds_eval_seeds``); ``--merge --work DIR`` joins the runs into the committed
+files. For every encoder of :data:`ENCODERS` the script
+
+1. tunes the learning rate on :data:`RECIPE` ``["lr_grid"]`` by the validation RMSE of one run
+   of ``steps`` Adam steps on the tuning seed;
+2. trains the tuning seed again at the chosen rate for ``steps // 2`` steps (its own cosine
+   schedule) and records its validation RMSE: the plateau check (doubling the budget must not
+   help much);
+3. trains the evaluation seeds at the chosen rate for ``steps`` steps and keeps the models.
+
+Models listed in :data:`ABLATION` (e.g. eigenpairs of ``A_q`` instead of ``L_q``) take the
+rate of the Laplacian encoder they replace. Weights are stored in fp16 (xz-compressed) in
+``iclr25/graphs/weights/multiq-maglap.pt.xz``, metadata (recipe, tuning tables, the first losses
+of every run, validation RMSEs in fp32 and after fp16 rounding, seconds, sha256 of the weights)
+in ``multiq-maglap.json``. The chapter loads them, evaluates them on its test graphs and re-runs
+the first steps of a run to show the recipe reproduces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import io
+import json
+import lzma
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from iclr25.graphs.digraphs import random_digraphs
+from iclr25.graphs.magnetic import (AddMagneticLaplacianPE, AddSVDPE, AddSymLaplacianPE,
+                                    AddWalkProfileTarget, PairRegressor, predict_pairs, rmse,
+                                    train_pair_regressor)
+
+WEIGHTS = Path(__file__).parent / "weights"
+NAME = "multiq-maglap"
+
+#: everything that determines the committed models
+RECIPE: dict = dict(length=4, qs=[0.1, 0.2, 0.3, 0.4, 0.5], k=32, n_train=1000, train_n=(12, 20),
+                    min_train_nodes=4, n_val=60, eval_n=(24, 32), data_seed=0, val_seed=300,
+                    steps=800, batch=16, lr_grid=[3e-3, 1e-2, 3e-2, 1e-1], seeds=[0, 1, 2, 3, 4],
+                    tune_seed=100, n_loss_head=20)
+
+#: display name: (encoder, number of potentials, PE view)
+ENCODERS: dict[str, tuple[str, int, str]] = {
+    "no PE": ("none", 1, "mq"),
+    "Lap-PE": ("magnetic", 1, "lap"),
+    "SVD-PE": ("svd", 1, "mq"),
+    "naive Q=5": ("naive", 5, "mq"),
+    "{0, 0.1}": ("magnetic", 2, "two"),
+    "Q=1": ("magnetic", 1, "mq"),
+    "Q=5": ("magnetic", 5, "mq"),
+}
+#: the edge check: one tuning run a step below the grid, for encoders whose optimum is its lowest rate
+EDGE_LR = 1e-3
+
+#: ablation name: (encoder, number of potentials, PE view, encoder whose learning rate it takes);
+#: e.g. ``"adjacency Q=5": ("magnetic", 5, "adj", "Q=5")`` trains on the eigenpairs of ``A_q``
+#: (the committed models hold none: an exercise of the chapter)
+ABLATION: dict[str, tuple[str, int, str, str]] = {}
+
+
+def build_split(num: int, n_range: tuple[int, int], min_nodes: int, seed: int,
+                views: tuple[str, ...] = ("mq", "lap", "two")) -> dict[str, list[Data]]:
+    """Random DAGs with the walk-profile target and one list per PE view.
+
+    Views: ``"mq"`` (Multi-q PE ``q = 0.1..0.5`` and the SVD PE), ``"lap"`` (``q = 0``),
+    ``"two"`` (``q in {0, 0.1}``), ``"adj"`` (eigenpairs of ``A_q``, ``q = 0.1..0.5``).
+    """
+    k, qs = RECIPE["k"], RECIPE["qs"]
+    target, svd = AddWalkProfileTarget(RECIPE["length"]), AddSVDPE(k)
+    pes = {"mq": AddMagneticLaplacianPE(qs, k), "lap": AddSymLaplacianPE(k),
+           "two": AddMagneticLaplacianPE([0.0, 0.1], k),
+           "adj": AddMagneticLaplacianPE(qs, k, matrix="adjacency")}
+    out: dict[str, list[Data]] = {v: [] for v in views}
+    for g in random_digraphs(num, n_range, True, np.random.default_rng(seed), min_nodes=min_nodes):
+        g = svd(target(g))
+        for v in views:
+            out[v].append(pes[v](g.clone()))
+    return out
+
+
+def first_q(graphs: list[Data], nq: int) -> list[Data]:
+    """Shallow copies that keep the first ``nq`` potentials of the PE."""
+    out = []
+    for g in graphs:
+        h = copy.copy(g)
+        h.pe_U, h.pe_lambda = g.pe_U[:, :nq], g.pe_lambda[:, :nq]
+        out.append(h)
+    return out
+
+
+def view_of(split: dict[str, list[Data]], enc: str, nq: int, view: str) -> list[Data]:
+    """The graphs an encoder reads: its PE view, cut to its number of potentials."""
+    graphs = split[view]
+    return first_q(graphs, nq) if enc in ("magnetic", "naive") and view in ("mq", "adj") else graphs
+
+
+def new_model(enc: str, nq: int, seed: int) -> PairRegressor:
+    """The pair regressor of an encoder, initialised from ``seed``."""
+    torch.manual_seed(seed)
+    return PairRegressor(enc, num_q=nq, k=RECIPE["k"], out_dim=RECIPE["length"] + 1)
+
+
+def to_fp16(model: PairRegressor) -> dict[str, torch.Tensor]:
+    """The state dict with floating parameters in fp16 (buffers stay fp32)."""
+    buffers = {n for n, _ in model.named_buffers()}
+    return {n: (t.half() if n not in buffers and t.is_floating_point() else t).clone()
+            for n, t in model.state_dict().items()}
+
+
+def from_fp16(enc: str, nq: int, state: dict[str, torch.Tensor]) -> PairRegressor:
+    """A model from a stored (fp16) state dict, in fp32."""
+    model = new_model(enc, nq, 0)
+    model.load_state_dict({n: t.float() for n, t in state.items()})
+    return model
+
+
+def jobs() -> list[tuple[str, str, int | float]]:
+    """Every training run of the recipe as ``(kind, name, lr or seed)``, in the order workers take
+    them: the learning-rate grid of every encoder, then the half-budget runs and the evaluation
+    seeds (which wait for their encoder's chosen rate), then the ablation."""
+    r = RECIPE
+    out = [("tune", n, lr) for n in ENCODERS for lr in r["lr_grid"]]
+    out += [("half", n, r["tune_seed"]) for n in ENCODERS]
+    out += [("seed", n, s) for n in ENCODERS for s in r["seeds"]]
+    out += [("seed", n, s) for n in ABLATION for s in r["seeds"]]
+    return out
+
+
+def _job_file(out: Path, job: tuple) -> Path:
+    kind, name, arg = job
+    return out / f"job-{kind}-{name.replace(' ', '_').replace('/', '_')}-{arg}.pt"
+
+
+def _chosen_lr(out: Path, name: str) -> float | None:
+    """The rate chosen for ``name`` once its whole grid has run, else ``None``."""
+    if name in ABLATION:
+        name = ABLATION[name][3]
+    files = [_job_file(out, ("tune", name, lr)) for lr in RECIPE["lr_grid"]]
+    if not all(f.exists() for f in files):
+        return None
+    tuning = {lr: torch.load(f)["val_rmse"] for lr, f in zip(RECIPE["lr_grid"], files)}
+    return min(tuning, key=tuning.get)
+
+
+def _do(job: tuple, lr: float, train: dict, val: dict) -> dict:
+    kind, name, arg = job
+    r = RECIPE
+    enc, nq, view = (ABLATION[name][:3] if name in ABLATION else ENCODERS[name])
+    tr, va = view_of(train, enc, nq, view), view_of(val, enc, nq, view)
+    seed = arg if kind == "seed" else r["tune_seed"]
+    steps = r["steps"] // 2 if kind == "half" else r["steps"]
+    m = new_model(enc, nq, seed)
+    t0 = time.time()
+    losses = train_pair_regressor(m, tr, steps, r["batch"], lr, seed)
+    res = dict(lr=lr, val_rmse=rmse(*predict_pairs(m, va)), loss_head=losses[:r["n_loss_head"]],
+               loss_tail=float(np.mean(losses[-50:])), seconds=time.time() - t0)
+    if kind == "seed":
+        st = to_fp16(m)
+        res.update(state=st, val_rmse_fp16=rmse(*predict_pairs(from_fp16(enc, nq, st), va)))
+    return res
+
+
+def worker(out: Path, edge: list[str] | None = None) -> None:
+    """Take unclaimed runs (a lock file per run) until none is left; runs that need a chosen
+    rate wait for it. With ``edge``, instead run the edge check of those encoders: one tuning run
+    at :data:`EDGE_LR`, a step below the grid, which shows whether an optimum at the grid's lower
+    edge is bracketed (the chosen rate stays the grid's)."""
+    torch.set_num_threads(1)
+    r = RECIPE
+    t0 = time.time()
+    views = ("mq", "lap", "two", *sorted({v for _, _, v, _ in ABLATION.values()}))
+    train = build_split(r["n_train"], r["train_n"], r["min_train_nodes"], r["data_seed"], views)
+    val = build_split(r["n_val"], r["eval_n"], r["train_n"][1] + 1, r["val_seed"], views)
+    print(f"data in {time.time() - t0:.0f} s", flush=True)
+    for name in edge or []:
+        job = ("tune", name, EDGE_LR)
+        res = _do(job, EDGE_LR, train, val)
+        torch.save(res, _job_file(out, job))
+        print(f"{job}: val {res['val_rmse']:.4f}, {res['seconds']:.0f} s", flush=True)
+    while not edge:
+        left = [j for j in jobs() if not _job_file(out, j).with_suffix(".lock").exists()]
+        if not left:
+            return
+        for job in left:
+            lr = job[2] if job[0] == "tune" else _chosen_lr(out, job[1])
+            if lr is None:
+                continue
+            try:
+                fd = os.open(_job_file(out, job).with_suffix(".lock"), os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                continue
+            os.close(fd)
+            res = _do(job, lr, train, val)
+            torch.save(res, _job_file(out, job))
+            print(f"{job}: lr {lr:g}, val {res['val_rmse']:.4f}, {res['seconds']:.0f} s", flush=True)
+            break
+        else:
+            time.sleep(10)
+
+
+def merge(out: Path) -> tuple[dict, dict]:
+    """The metadata and fp16 states of a finished set of runs."""
+    r = RECIPE
+    meta, states = {}, {}
+    for name in [*ENCODERS, *ABLATION]:
+        enc, nq, view = (ABLATION[name][:3] if name in ABLATION else ENCODERS[name])
+        if name in ABLATION and not all(_job_file(out, ("seed", name, s)).exists() for s in r["seeds"]):
+            print(f"{name}: not all runs finished, left out")
+            continue
+        tuning = half = None
+        if name in ENCODERS:
+            tuning = {str(lr): torch.load(_job_file(out, ("tune", name, lr)))["val_rmse"] for lr in r["lr_grid"]}
+            half = torch.load(_job_file(out, ("half", name, r["tune_seed"])))["val_rmse"]
+        edge_file = _job_file(out, ("tune", name, EDGE_LR))
+        edge = torch.load(edge_file)["val_rmse"] if name in ENCODERS and edge_file.exists() else None
+        runs, secs = {}, 0.0
+        for s in r["seeds"]:
+            res = torch.load(_job_file(out, ("seed", name, s)))
+            states[f"{name}|{s}"] = res.pop("state")
+            secs += res.pop("seconds")
+            runs[str(s)] = res
+        meta[name] = dict(encoder=enc, num_q=nq, view=view, lr=_chosen_lr(out, name), tuning=tuning,
+                          val_rmse_edge_check=edge, val_rmse_half_steps=half, runs=runs,
+                          seconds_eval_seeds=secs)
+    return meta, states
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work", type=Path, default=Path("multiq-maglap-runs"),
+                        help="folder of the single runs (lock and result files)")
+    parser.add_argument("--merge", action="store_true", help="join finished runs into the weights")
+    parser.add_argument("--out", type=Path, default=WEIGHTS)
+    parser.add_argument("--edge", nargs="*", default=None, help="run the edge check of these encoders")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        args.out.mkdir(parents=True, exist_ok=True)
+        _save(args.out, *merge(args.work))
+    else:
+        worker(args.work, args.edge)
+
+
+def _save(out: Path, meta: dict, states: dict) -> None:
+    path = out / f"{NAME}.pt.xz"
+    buf = io.BytesIO()
+    torch.save(states, buf)
+    path.write_bytes(lzma.compress(buf.getvalue(), preset=9))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    info = dict(recipe=RECIPE, encoders=meta, sha256=digest, bytes=path.stat().st_size,
+                torch=torch.__version__)
+    (out / f"{NAME}.json").write_text(json.dumps(info, indent=1) + "\n")
+    print(f"saved {path} ({path.stat().st_size / 1e6:.2f} MB, sha256 {digest[:12]})")
+
+
+def load_models() -> tuple[dict, dict]:
+    """The committed metadata and models ``{(name, seed): PairRegressor}``; checks the sha256."""
+    path = WEIGHTS / f"{NAME}.pt.xz"
+    info = json.loads((WEIGHTS / f"{NAME}.json").read_text())
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != info["sha256"]:
+        raise RuntimeError(f"{path} has sha256 {digest}, the record says {info['sha256']}")
+    states = torch.load(io.BytesIO(lzma.decompress(raw)))
+    models = {}
+    for key, st in states.items():
+        name, s = key.split("|")
+        m = info["encoders"][name]
+        models[name, int(s)] = from_fp16(m["encoder"], m["num_q"], st)
+    return info, models
+
+
+if __name__ == "__main__":
+    main()
