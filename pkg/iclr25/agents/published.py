@@ -20,9 +20,10 @@ push (words such as "insist", "persuade", "do not accept"), the tasks where a us
 into a change the policy forbids. ``agent_done`` is 1 when one of the agent's messages
 reports a completed change ("successfully", "has been cancelled", ...).
 
-Twenty randomly drawn failed trials that the user ended were also read by hand and labelled;
-those labels are the second committed file, ``data/tau_bench_stop_labels.csv`` (see
-:data:`STOP_LABELS`).
+Twenty randomly drawn failed trials that the user ended were also read and labelled, twice (the
+second time blind to the first) and the disagreements settled; those labels are the second committed
+file, ``data/tau_bench_stop_labels.csv`` (see :data:`STOP_LABELS`). A seeded sample of 30 failed and
+30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`).
 
 Regenerate the committed table with (the path is a clone or bare mirror of the repository)::
 
@@ -80,6 +81,27 @@ LEADERBOARD = {
 }
 #: Test-set sizes of the two domains.
 N_TASKS = {"airline": 50, "retail": 115}
+#: The README leaderboard's prompting baselines (gpt-4o, airline, 4 trials): pass^1..4, from the same
+#: commit as :data:`LEADERBOARD` (README.md, "Leaderboard"); their retail rows are "??".
+PROMPTING = {
+    ("airline", "Act"): (0.365, 0.217, 0.160, 0.140),
+    ("airline", "ReAct"): (0.325, 0.233, 0.185, 0.160),
+}
+
+#: Airline tasks that the later tau2/tau3-bench revision corrected, by tau-bench test index (0..49).
+#: Source: sierra-research/tau2-bench @ a2c024725189 (CHANGELOG.md last changed in fc0055dc4e0a),
+#: "Airline task fixes", which names the tasks by
+#: tau2's own ids; tau2 reorders the 50 tasks, so each id was matched to a tau-bench index by the user
+#: id in the instruction and the gold actions of tau2's first commit of ``tasks.json`` (37199f3), where
+#: several are still identical to tau-bench's ``tasks_test.py``. Keys: tau2 id -> tau-bench index.
+TAU2_WRONG_GOLD = {2: 46, 7: 34, 9: 27, 27: 16, 37: 26, 38: 45, 44: 33}
+"""The CHANGELOG's "incorrect expected actions": the gold actions themselves were wrong."""
+TAU2_OTHER_FIXES = {5: 37, 12: 14, 15: 6, 16: 7, 18: 2, 19: 1, 21: 3, 25: 11, 30: 20, 36: 48, 39: 28,
+                    14: 8, 34: 24, 42: 30, 13: 13, 29: 19, 32: 22, 45: 35, 43: 31, 23: 9, 33: 23, 35: 25}
+"""The other fixes (ambiguous instructions, impossible constraints, policy loopholes, data); tau2 15
+and 16 are tau-bench 6 and 7 in some order, which does not matter for a set."""
+WRONG_GOLD_TASKS = frozenset(TAU2_WRONG_GOLD.values())
+REVISED_TASKS = WRONG_GOLD_TASKS | frozenset(TAU2_OTHER_FIXES.values())
 
 HEADER = f"""\
 # Derived from sierra-research/tau-bench @ {SOURCE_COMMIT[:12]}, {SOURCE_PATH}
@@ -220,7 +242,8 @@ def cue_label(row: dict[str, Any]) -> str:
 
 
 def load_stop_labels() -> list[dict[str, Any]]:
-    """The hand labels of 20 random failed trials that the user ended (task, trial, label, note)."""
+    """The labels of 20 random failed trials that the user ended (task, trial, label, note, label_first,
+    label_blind): ``label`` is final, the other two are the two readings it settles."""
     text = resources.files("iclr25.agents").joinpath(LABELS_FILE).read_text(encoding="utf-8")
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"])} for r in rows]
@@ -254,8 +277,23 @@ def read_sample(rows: list[dict[str, Any]], seed: int = READ_SEED, n: int = READ
     return out
 
 
+def cohen_kappa(a: list[str], b: list[str]) -> float:
+    """Cohen's kappa of two label sequences: (p_o - p_e) / (1 - p_e), with p_e from the marginals."""
+    n = len(a)
+    p_o = sum(x == y for x, y in zip(a, b)) / n
+    ca, cb = Counter(a), Counter(b)
+    p_e = sum(ca[k] * cb[k] for k in set(a) | set(b)) / n**2
+    return (p_o - p_e) / (1 - p_e) if p_e < 1 else 1.0
+
+
+def reader_ok(label: str) -> int:
+    """The reader's verdict that a label implies: 1 when the agent handled the conversation correctly."""
+    return int(label in ("gold_error", "user_error", "ok"))
+
+
 def load_read_labels() -> list[dict[str, Any]]:
-    """The reader's labels of the sampled trials (task, trial, reward, label, reader_ok, note)."""
+    """The reader's labels of the sampled trials (task, trial, reward, label, reader_ok, note,
+    label_first, label_blind): ``label`` is final, the other two are the two readings it settles."""
     text = resources.files("iclr25.agents").joinpath(READ_LABELS_FILE).read_text(encoding="utf-8")
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "reward": int(r["reward"]),
