@@ -146,3 +146,8 @@ def test_tau2_corrected_tasks():
     hists = {a: integer_histograms(np.array(pk), 50) for (_, a), pk in PROMPTING.items()}
     assert [h.tolist() for h in hists["Act"]] == [[17, 11, 11, 4, 7]]
     assert [h.tolist() for h in hists["ReAct"]] == [[26, 4, 7, 5, 8]]
+    # the tool-calling row published with them (before commit 888a1e8 replaced it)
+    from iclr25.agents.published import TC_CONTEMPORARY
+
+    assert [h.tolist() for h in integer_histograms(np.array(TC_CONTEMPORARY["airline", "gpt-4o"]), 50)] \
+        == [[16, 13, 8, 5, 8]]
