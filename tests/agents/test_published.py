@@ -121,13 +121,13 @@ def test_both_readings_are_kept_and_valid():
 
     fail_labels = {"wrong_args", "wrong_decision", "partial", "user_error", "gold_error"}
     for r in load_read_labels():
-        for col in ("label_first", "label_blind"):
+        for col in ("label_first", "label_second"):
             assert r[col] in (fail_labels if r["reward"] == 0 else {"ok", "spurious"})
         assert r["reader_ok"] == reader_ok(r["label"])
     for h in load_stop_labels():
-        assert h["label_first"] in STOP_LABELS and h["label_blind"] in STOP_LABELS
+        assert h["label_first"] in STOP_LABELS and h["label_second"] in STOP_LABELS
         # a settled label is one of the two readings
-        assert h["label"] in (h["label_first"], h["label_blind"])
+        assert h["label"] in (h["label_first"], h["label_second"])
     assert cohen_kappa(list("aabb"), list("aabb")) == 1.0
     assert abs(cohen_kappa(list("abab"), list("aabb"))) < 1e-12       # agreement at chance
     assert abs(cohen_kappa(list("aaab"), list("aaba")) - (-1 / 3)) < 1e-12

@@ -21,7 +21,7 @@ into a change the policy forbids. ``agent_done`` is 1 when one of the agent's me
 reports a completed change ("successfully", "has been cancelled", ...).
 
 Twenty randomly drawn failed trials that the user ended were also read and labelled, twice (the
-second time blind to the first) and the disagreements settled; those labels are the second committed
+second reading without the first label) and the disagreements settled; those labels are the second committed
 file, ``data/tau_bench_stop_labels.csv`` (see :data:`STOP_LABELS`). A seeded sample of 30 failed and
 30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`).
 
@@ -251,7 +251,7 @@ def cue_label(row: dict[str, Any]) -> str:
 
 def load_stop_labels() -> list[dict[str, Any]]:
     """The labels of 20 random failed trials that the user ended (task, trial, label, note, label_first,
-    label_blind): ``label`` is final, the other two are the two readings it settles."""
+    label_second): ``label`` is final, the other two are the two readings it settles."""
     text = resources.files("iclr25.agents").joinpath(LABELS_FILE).read_text(encoding="utf-8")
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"])} for r in rows]
@@ -301,11 +301,94 @@ def reader_ok(label: str) -> int:
 
 def load_read_labels() -> list[dict[str, Any]]:
     """The reader's labels of the sampled trials (task, trial, reward, label, reader_ok, note,
-    label_first, label_blind): ``label`` is final, the other two are the two readings it settles."""
+    label_first, label_second): ``label`` is final, the other two are the two readings it settles."""
     text = resources.files("iclr25.agents").joinpath(READ_LABELS_FILE).read_text(encoding="utf-8")
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "reward": int(r["reward"]),
              "reader_ok": int(r["reader_ok"])} for r in rows]
+
+
+# --- judges that read only the conversation, scored against a stratified read sample -------------
+
+def judge_literals() -> dict[str, Any]:
+    """Yes/no facts a judge can read off a table row's conversation (no gold, no reward), by name."""
+    out: dict[str, Any] = {f"end = {e}": (lambda r, e=e: r["end"] == e) for e in ("user_stop", "transfer", "max_steps")}
+    out["agent reported a change"] = lambda r: r["agent_done"] == 1
+    out["user's last words thank"] = lambda r: "thank" in r["last_user"].lower()
+    out["agent wrote"] = lambda r: r["writes"] > 0
+    for t in (1, 2, 3):
+        out[f"writes <= {t}"] = lambda r, t=t: r["writes"] <= t
+    for t in (8, 12, 16, 20):
+        out[f"agent turns <= {t}"] = lambda r, t=t: r["agent_turns"] <= t
+    return out
+
+
+def two_condition_rules(lits: dict[str, Any]) -> dict[str, Any]:
+    """Every literal, its negation, and every conjunction of two of those (n + n + C(2n, 2) rules)."""
+    rules = dict(lits)
+    rules |= {f"not ({name})": (lambda r, f=f: not f(r)) for name, f in lits.items()}
+    base = list(rules.items())
+    rules |= {f"{a} and {b}": (lambda r, f=f, g=g: f(r) and g(r))
+              for i, (a, f) in enumerate(base) for b, g in base[i + 1:]}
+    return rules
+
+
+def fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, dict[str, float]]:
+    """The rule that agrees most often with ``reward == 1`` on ``rows`` (first in order on ties), and
+    every rule's agreement."""
+    acc = {name: sum(bool(f(r)) == (r["reward"] == 1) for r in rows) / len(rows) for name, f in rules.items()}
+    return max(acc, key=acc.get), acc
+
+
+def stratified_weights(pop_strata: list[Any], smp_strata: list[Any]):
+    """Weights that make a stratified sample represent its population: each sampled item weighs
+    (population count of its stratum) / (sample count of its stratum)."""
+    import numpy as np
+
+    n_pop, n_smp = Counter(pop_strata), Counter(smp_strata)
+    return np.array([n_pop[s] / n_smp[s] for s in smp_strata])
+
+
+def stratified_boot_idx(smp_strata: list[Any], n_boot: int, rng):
+    """Bootstrap index arrays, shape (n_boot, n), each resampling within every stratum."""
+    import numpy as np
+
+    groups = [np.flatnonzero([x == s for x in smp_strata]) for s in sorted(set(smp_strata))]
+    return np.concatenate([g[rng.integers(0, len(g), size=(n_boot, len(g)))] for g in groups], axis=1)
+
+
+def weighted_agreement(agree, wt, boot_idx):
+    """Weighted mean of a 0/1 agreement vector and its bootstrap replicates over ``boot_idx``."""
+    import numpy as np
+
+    a = np.asarray(agree, dtype=float)
+    return (wt * a).sum() / wt.sum(), (wt[boot_idx] * a[boot_idx]).sum(1) / wt[boot_idx].sum(1)
+
+
+def label_verdict(intervals: dict[str, tuple[float, float]]) -> bool | None:
+    """From (lower, upper) intervals of reward-minus-judge agreement, one per judge: False when some
+    judge beats the reward beyond noise, True when the reward beats every judge, else None."""
+    if any(hi < 0 for _, hi in intervals.values()):
+        return False
+    return True if all(lo > 0 for lo, _ in intervals.values()) else None
+
+
+def nearest_histogram(pass_hat, n_tasks: int):
+    """The integer histogram of ``n_tasks`` tasks over 0..n successes that reproduces pass^1..n to 3
+    decimals, or else the largest-remainder rounding of the real inverse transform. Returns
+    ``(histogram, exact)``."""
+    import numpy as np
+
+    from iclr25.agents.passk import histogram_from_pass_hat, integer_histograms
+
+    hs = integer_histograms(np.array(pass_hat), n_tasks)
+    if hs:
+        return hs[0], True
+    x = np.clip(histogram_from_pass_hat(np.array(pass_hat), n_tasks), 0, None)
+    x = x * n_tasks / x.sum()
+    h = np.floor(x).astype(int)
+    h[np.argsort(h - x)[: n_tasks - h.sum()]] += 1
+    return h, False
 
 
 def main(argv: list[str] | None = None) -> None:
