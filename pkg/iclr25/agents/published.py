@@ -20,9 +20,10 @@ push (words such as "insist", "persuade", "do not accept"), the tasks where a us
 into a change the policy forbids. ``agent_done`` is 1 when one of the agent's messages
 reports a completed change ("successfully", "has been cancelled", ...).
 
-Twenty randomly drawn failed trials that the user ended were also read by hand and labelled;
-those labels are the second committed file, ``data/tau_bench_stop_labels.csv`` (see
-:data:`STOP_LABELS`).
+Twenty randomly drawn failed trials that the user ended were also read and labelled, twice (the
+second reading without the first label) and the disagreements settled; those labels are the second committed
+file, ``data/tau_bench_stop_labels.csv`` (see :data:`STOP_LABELS`). A seeded sample of 30 failed and
+30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`).
 
 Regenerate the committed table with (the path is a clone or bare mirror of the repository)::
 
@@ -74,12 +75,41 @@ PUSH_WORDS = re.compile(r"insist|persist|persuade|convince|push|argue|demand|(do
 LEADERBOARD = {
     ("airline", "gpt-4o"): (0.420, 0.273, 0.220, 0.200),
     ("airline", "claude-3-5-sonnet-20241022"): (0.460, 0.326, 0.263, 0.225),
+    ("airline", "claude-3-5-sonnet-20240620"): (0.360, 0.224, 0.169, 0.139),
     ("airline", "gpt-4o-mini"): (0.225, 0.140, 0.110, 0.100),
     ("retail", "gpt-4o"): (0.604, 0.491, 0.430, 0.383),
     ("retail", "claude-3-5-sonnet-20241022"): (0.692, 0.576, 0.509, 0.462),
+    ("retail", "claude-3-5-sonnet-20240620"): (0.626, 0.506, 0.435, 0.387),
 }
+#: The README's rows that are "??" (mistral-large-2407 in both domains, gpt-4o-mini in retail) are left out.
 #: Test-set sizes of the two domains.
 N_TASKS = {"airline": 50, "retail": 115}
+#: The README leaderboard's prompting baselines (gpt-4o, airline, 4 trials): pass^1..4 (README.md,
+#: "Leaderboard"); their retail rows are "??". They were added in commit 5ac82a0 (2024-09-05, "Add rerun
+#: gpt metrics") together with the tool-calling gpt-4o row of :data:`TC_CONTEMPORARY`; commit 888a1e8
+#: (2024-10-07, "Update gpt4o results") later replaced only that tool-calling row by the one in
+#: :data:`LEADERBOARD` (the run whose trajectories are released), and Act/ReAct were not re-run.
+PROMPTING = {
+    ("airline", "Act"): (0.365, 0.217, 0.160, 0.140),
+    ("airline", "ReAct"): (0.325, 0.233, 0.185, 0.160),
+}
+#: The tool-calling gpt-4o airline row published with :data:`PROMPTING` (README @ 5ac82a0 .. 888a1e8^).
+TC_CONTEMPORARY = {("airline", "gpt-4o"): (0.380, 0.237, 0.185, 0.160)}
+
+#: Airline tasks that the later tau2/tau3-bench revision corrected, by tau-bench test index (0..49).
+#: Source: sierra-research/tau2-bench @ a2c024725189 (CHANGELOG.md last changed in fc0055dc4e0a),
+#: "Airline task fixes", which names the tasks by
+#: tau2's own ids; tau2 reorders the 50 tasks, so each id was matched to a tau-bench index by the user
+#: id in the instruction and the gold actions of tau2's first commit of ``tasks.json`` (37199f3), where
+#: several are still identical to tau-bench's ``tasks_test.py``. Keys: tau2 id -> tau-bench index.
+TAU2_WRONG_GOLD = {2: 46, 7: 34, 9: 27, 27: 16, 37: 26, 38: 45, 44: 33}
+"""The CHANGELOG's "incorrect expected actions": the gold actions themselves were wrong."""
+TAU2_OTHER_FIXES = {5: 37, 12: 14, 15: 6, 16: 7, 18: 2, 19: 1, 21: 3, 25: 11, 30: 20, 36: 48, 39: 28,
+                    14: 8, 34: 24, 42: 30, 13: 13, 29: 19, 32: 22, 45: 35, 43: 31, 23: 9, 33: 23, 35: 25}
+"""The other fixes (ambiguous instructions, impossible constraints, policy loopholes, data); tau2 15
+and 16 are tau-bench 6 and 7 in some order, which does not matter for a set."""
+WRONG_GOLD_TASKS = frozenset(TAU2_WRONG_GOLD.values())
+REVISED_TASKS = WRONG_GOLD_TASKS | frozenset(TAU2_OTHER_FIXES.values())
 
 HEADER = f"""\
 # Derived from sierra-research/tau-bench @ {SOURCE_COMMIT[:12]}, {SOURCE_PATH}
@@ -220,7 +250,8 @@ def cue_label(row: dict[str, Any]) -> str:
 
 
 def load_stop_labels() -> list[dict[str, Any]]:
-    """The hand labels of 20 random failed trials that the user ended (task, trial, label, note)."""
+    """The labels of 20 random failed trials that the user ended (task, trial, label, note, label_first,
+    label_second): ``label`` is final, the other two are the two readings it settles."""
     text = resources.files("iclr25.agents").joinpath(LABELS_FILE).read_text(encoding="utf-8")
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"])} for r in rows]
@@ -254,12 +285,110 @@ def read_sample(rows: list[dict[str, Any]], seed: int = READ_SEED, n: int = READ
     return out
 
 
+def cohen_kappa(a: list[str], b: list[str]) -> float:
+    """Cohen's kappa of two label sequences: (p_o - p_e) / (1 - p_e), with p_e from the marginals."""
+    n = len(a)
+    p_o = sum(x == y for x, y in zip(a, b)) / n
+    ca, cb = Counter(a), Counter(b)
+    p_e = sum(ca[k] * cb[k] for k in set(a) | set(b)) / n**2
+    return (p_o - p_e) / (1 - p_e) if p_e < 1 else 1.0
+
+
+def reader_ok(label: str) -> int:
+    """The reader's verdict that a label implies: 1 when the agent handled the conversation correctly."""
+    return int(label in ("gold_error", "user_error", "ok"))
+
+
 def load_read_labels() -> list[dict[str, Any]]:
-    """The reader's labels of the sampled trials (task, trial, reward, label, reader_ok, note)."""
+    """The reader's labels of the sampled trials (task, trial, reward, label, reader_ok, note,
+    label_first, label_second): ``label`` is final, the other two are the two readings it settles."""
     text = resources.files("iclr25.agents").joinpath(READ_LABELS_FILE).read_text(encoding="utf-8")
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "reward": int(r["reward"]),
              "reader_ok": int(r["reader_ok"])} for r in rows]
+
+
+# --- judges that read only the conversation, scored against a stratified read sample -------------
+
+def judge_literals() -> dict[str, Any]:
+    """Yes/no facts a judge can read off a table row's conversation (no gold, no reward), by name."""
+    out: dict[str, Any] = {f"end = {e}": (lambda r, e=e: r["end"] == e) for e in ("user_stop", "transfer", "max_steps")}
+    out["agent reported a change"] = lambda r: r["agent_done"] == 1
+    out["user's last words thank"] = lambda r: "thank" in r["last_user"].lower()
+    out["agent wrote"] = lambda r: r["writes"] > 0
+    for t in (1, 2, 3):
+        out[f"writes <= {t}"] = lambda r, t=t: r["writes"] <= t
+    for t in (8, 12, 16, 20):
+        out[f"agent turns <= {t}"] = lambda r, t=t: r["agent_turns"] <= t
+    return out
+
+
+def two_condition_rules(lits: dict[str, Any]) -> dict[str, Any]:
+    """Every literal, its negation, and every conjunction of two of those (n + n + C(2n, 2) rules)."""
+    rules = dict(lits)
+    rules |= {f"not ({name})": (lambda r, f=f: not f(r)) for name, f in lits.items()}
+    base = list(rules.items())
+    rules |= {f"{a} and {b}": (lambda r, f=f, g=g: f(r) and g(r))
+              for i, (a, f) in enumerate(base) for b, g in base[i + 1:]}
+    return rules
+
+
+def fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, dict[str, float]]:
+    """The rule that agrees most often with ``reward == 1`` on ``rows`` (first in order on ties), and
+    every rule's agreement."""
+    acc = {name: sum(bool(f(r)) == (r["reward"] == 1) for r in rows) / len(rows) for name, f in rules.items()}
+    return max(acc, key=acc.get), acc
+
+
+def stratified_weights(pop_strata: list[Any], smp_strata: list[Any]):
+    """Weights that make a stratified sample represent its population: each sampled item weighs
+    (population count of its stratum) / (sample count of its stratum)."""
+    import numpy as np
+
+    n_pop, n_smp = Counter(pop_strata), Counter(smp_strata)
+    return np.array([n_pop[s] / n_smp[s] for s in smp_strata])
+
+
+def stratified_boot_idx(smp_strata: list[Any], n_boot: int, rng):
+    """Bootstrap index arrays, shape (n_boot, n), each resampling within every stratum."""
+    import numpy as np
+
+    groups = [np.flatnonzero([x == s for x in smp_strata]) for s in sorted(set(smp_strata))]
+    return np.concatenate([g[rng.integers(0, len(g), size=(n_boot, len(g)))] for g in groups], axis=1)
+
+
+def weighted_agreement(agree, wt, boot_idx):
+    """Weighted mean of a 0/1 agreement vector and its bootstrap replicates over ``boot_idx``."""
+    import numpy as np
+
+    a = np.asarray(agree, dtype=float)
+    return (wt * a).sum() / wt.sum(), (wt[boot_idx] * a[boot_idx]).sum(1) / wt[boot_idx].sum(1)
+
+
+def label_verdict(intervals: dict[str, tuple[float, float]]) -> bool | None:
+    """From (lower, upper) intervals of reward-minus-judge agreement, one per judge: False when some
+    judge beats the reward beyond noise, True when the reward beats every judge, else None."""
+    if any(hi < 0 for _, hi in intervals.values()):
+        return False
+    return True if all(lo > 0 for lo, _ in intervals.values()) else None
+
+
+def nearest_histogram(pass_hat, n_tasks: int):
+    """The integer histogram of ``n_tasks`` tasks over 0..n successes that reproduces pass^1..n to 3
+    decimals, or else the largest-remainder rounding of the real inverse transform. Returns
+    ``(histogram, exact)``."""
+    import numpy as np
+
+    from iclr25.agents.passk import histogram_from_pass_hat, integer_histograms
+
+    hs = integer_histograms(np.array(pass_hat), n_tasks)
+    if hs:
+        return hs[0], True
+    x = np.clip(histogram_from_pass_hat(np.array(pass_hat), n_tasks), 0, None)
+    x = x * n_tasks / x.sum()
+    h = np.floor(x).astype(int)
+    h[np.argsort(h - x)[: n_tasks - h.sum()]] += 1
+    return h, False
 
 
 def main(argv: list[str] | None = None) -> None:
