@@ -303,6 +303,8 @@ def test_bad_options_raise():
         BuNNConv(6, 2, 2)
     with pytest.raises(ValueError, match="gcn"):
         NodeModel("gat", 3, 8, 1)
+    with pytest.raises(ValueError, match="sep"):
+        NodeModel("gcn", 3, 8, 1, block="gated")
     with pytest.raises(ValueError, match="eig"):
         BuNNConv(8, 2, 2, kernel="spectral")(torch.randn(4, 8), torch.tensor([[0, 1], [1, 0]]))
     with pytest.raises(ValueError):
