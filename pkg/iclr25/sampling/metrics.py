@@ -60,3 +60,21 @@ def wasserstein2_std_normal_1d(X: Tensor) -> Tensor:
     i1, i2 = phi[:-1] - phi[1:], 1.0 / n - (zphi[1:] - zphi[:-1])
     w2sq = (x * x / n - 2 * x * i1 + i2).sum(-1)
     return torch.from_numpy(np.sqrt(np.maximum(w2sq, 0.0)))
+
+
+def sliced_wasserstein2_std_normal(X: Tensor, directions: Tensor) -> Tensor:
+    """Sliced ``W2`` of the uniform empirical measure on each ``X (..., N, d)`` to ``N(0, I_d)``.
+
+    ``SW2^2 = (1/L) sum_l W2^2(theta_l # mu_N, N(0, 1))`` over the unit ``directions (L, d)``: every
+    projection of ``N(0, I_d)`` is ``N(0, 1)``, so each term is the exact one-dimensional ``W2``
+    (:func:`wasserstein2_std_normal_1d`) and no reference sample (with its own bias) is needed; the
+    average over a fixed set of directions is a Monte-Carlo estimate of the integral over the sphere.
+    Returns ``(...)``.
+    """
+    if directions.ndim != 2 or directions.shape[1] != X.shape[-1]:
+        raise ValueError(f"need directions (L, d) with d = {X.shape[-1]}, got {tuple(directions.shape)}")
+    norms = directions.norm(dim=1)
+    if not torch.allclose(norms, torch.ones_like(norms)):
+        raise ValueError("directions must have unit length")
+    proj = (X.detach().double().cpu() @ directions.double().cpu().T).movedim(-1, -2)  # (..., L, N)
+    return (wasserstein2_std_normal_1d(proj) ** 2).mean(-1).sqrt()
