@@ -47,7 +47,7 @@ T_MAX = 2.0
 K_TAYLOR = taylor_degree(2 * T_MAX, 1e-3)
 
 #: everything that determines the record
-RECIPE: dict = dict(grid=32, width=32, layers=2, max_epochs=400, patience=5, eval_every=10, min_gain=1e-3,
+RECIPE: dict = dict(grid=32, width=32, layers=2, max_epochs=400, warmup=50, patience=5, eval_every=10, min_gain=1e-3,
                     lr_grid=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1], dropout_grid=[0.0, 0.2, 0.4, 0.6],
                     tune_seed=100, seeds=[0, 1, 2, 3, 4], t_max=T_MAX, K=K_TAYLOR, n_loss_head=5)
 
@@ -68,8 +68,11 @@ def minesweeper_data(seed: int, grid: int = RECIPE["grid"], device: str | torch.
 
 def fit_minesweeper(kind: str, data: Data, adj: torch.Tensor, lr: float, dropout: float, seed: int,
                     max_epochs: int = RECIPE["max_epochs"], patience: int = RECIPE["patience"]) -> dict:
-    """Full-batch Adam on the binary cross-entropy until the validation ROC-AUC (every 10 epochs) has not
-    gained 0.001 for ``patience`` evaluations, or ``max_epochs``.
+    """Full-batch Adam on the binary cross-entropy until the validation ROC-AUC (every 10 epochs from epoch
+    ``RECIPE["warmup"]`` on) has not gained 0.001 for ``patience`` evaluations, or ``max_epochs``.
+
+    The first epochs are not evaluated: near the initialisation the validation ROC-AUC is noise, and a lucky
+    early value would otherwise stop a run that is about to learn (and be selected as its best epoch).
 
     Returns a dict: ``val`` (best validation ROC-AUC), ``test`` (test ROC-AUC at that epoch), ``prob``
     (probabilities at that epoch), ``curve`` (validation ROC-AUC per evaluation), ``plateau`` (stopped by
@@ -92,7 +95,7 @@ def fit_minesweeper(kind: str, data: Data, adj: torch.Tensor, lr: float, dropout
         opt.step()
         if epoch < RECIPE["n_loss_head"]:
             best["loss_head"].append(loss.item())
-        if (epoch + 1) % every == 0:
+        if (epoch + 1) % every == 0 and epoch + 1 >= RECIPE["warmup"]:
             model.eval()
             with torch.no_grad():
                 prob = torch.sigmoid(model(data.x, data.edge_index, adj=adj)[:, 0]).cpu().numpy()
@@ -124,6 +127,16 @@ def load_record(path: Path | None = None) -> dict:
     return info
 
 
+def _logged(log: Path) -> dict[str, float]:
+    """The tuning lines ``"<name> lr <lr> dropout <p>: val <v>"`` of a log."""
+    out = {}
+    for line in (log.read_text().splitlines() if log.exists() else []):
+        if " dropout " in line and ": val " in line:
+            head, val = line.rsplit(": val ", 1)
+            out[head] = float(val)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=WEIGHTS / f"{NAME}.json")
@@ -132,16 +145,24 @@ def main() -> None:
     parser.add_argument("--resume", type=Path, nargs="*", default=[],
                         help="logs of interrupted runs: their tuning lines are reused (the runs are deterministic)")
     parser.add_argument("--tune-only", default="", help="learning rates (comma-separated) to tune and log, then stop")
+    parser.add_argument("--eval-seeds", default="", help="evaluation seeds (comma-separated) this process trains")
     args = parser.parse_args()
     done: dict[str, float] = {}
-    for log in args.resume:
-        for line in log.read_text().splitlines():
-            if " dropout " in line and ": val " in line:
-                head, val = line.rsplit(": val ", 1)
-                done[head] = float(val)
     if args.merge:
         parts = [json.loads(p.read_text()) for p in args.merge]
-        results = {name: part["results"][name] for name in MODELS for part in parts if name in part["results"]}
+        results = {}
+        for part in parts:  # the evaluation seeds of one model may come from several processes
+            for name, r in part["results"].items():
+                if name in results:
+                    if (r["lr"], r["dropout"], r["tuning"]) != (results[name]["lr"], results[name]["dropout"],
+                                                                results[name]["tuning"]):
+                        raise ValueError(f"{name}: the parts disagree on the tuning")
+                    results[name]["runs"].update(r["runs"])
+                    results[name]["cpu_seconds"] += r["cpu_seconds"]
+                else:
+                    results[name] = r
+        results = {name: dict(results[name], runs=dict(sorted(results[name]["runs"].items())))
+                   for name in MODELS if name in results}
         info = dict(recipe=RECIPE, results=results,
                     sha256_results=hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest(),
                     torch=torch.__version__, wall_seconds=max(p["wall_seconds"] for p in parts))
@@ -160,6 +181,8 @@ def main() -> None:
         for lr in only or RECIPE["lr_grid"]:
             for dp in RECIPE["dropout_grid"]:
                 head = f"{name} lr {lr:g} dropout {dp:g}"
+                for log in args.resume:  # re-read: a helper process may be filling it
+                    done.update(_logged(log))
                 table[f"{lr:g},{dp:g}"] = done[head] if head in done else \
                     fit_minesweeper(MODELS[name], *tune, lr, dp, RECIPE["tune_seed"])["val"]
                 print(f"{head}: val {table[f'{lr:g},{dp:g}']!r}", flush=True)
@@ -168,7 +191,7 @@ def main() -> None:
         key = max(table, key=table.get)
         lr, dp = (float(v) for v in key.split(","))
         runs = {}
-        for s in RECIPE["seeds"]:
+        for s in [int(v) for v in args.eval_seeds.split(",") if v] or RECIPE["seeds"]:
             runs[str(s)] = _summary(fit_minesweeper(MODELS[name], *minesweeper_data(s), lr, dp, s))
             print(f"{name} seed {s}: test {runs[str(s)]['test']:.4f}", flush=True)
         results[name] = dict(kind=MODELS[name], tuning=table, lr=lr, dropout=dp, runs=runs,
