@@ -32,6 +32,10 @@ def test_encoder_options_set_width_and_slots():
     assert wide.head.lins[0].in_channels == narrow.head.lins[0].in_channels
     naive = mqt.new_model("naive", 5, 0, {"k": 8})
     assert naive.node_mlp.lins[0].in_channels == 3 * 5 * 8
+    # the stable encoder of the stable-vs-naive row reads the naive encoder's 8 eigenpairs per potential
+    enc8, nq8, view8, opts8 = mqt.spec("Q=5, k=8")
+    assert (enc8, nq8, view8, opts8["k"]) == ("magnetic", 5, "mq", mqt.spec("naive Q=5, k=8")[3]["k"])
+    assert mqt.new_model(enc8, nq8, 0, opts8).head.lins[0].in_channels == narrow.head.lins[0].in_channels
 
 
 def test_ci_test_split_is_a_prefix_of_the_full_one():
