@@ -66,3 +66,53 @@ def test_nearest_histogram_exact_and_rounded():
     assert h.sum() == N_TASKS["retail"] and (h >= 0).all()
     err = np.abs(pass_curve(np.repeat(np.arange(5), h), 4) - np.array(pk)).max()
     assert err <= 0.005 + 1e-9
+
+
+def test_cluster_bootstrap_keeps_tasks_whole():
+    from iclr25.agents.published import cluster_bootstrap
+
+    rng = np.random.default_rng(0)
+    # one trial per group: the plain bootstrap of a mean
+    x = rng.integers(0, 2, size=40)
+    b = cluster_bootstrap(x, np.ones(40), np.arange(40), 4000, np.random.default_rng(1))
+    assert abs(b.mean() - x.mean()) < 0.01 and 0.04 < b.std() < 0.12
+    # groups whose trials all agree: the interval is as wide as with one trial per group, not 4x narrower
+    g = np.repeat(np.arange(40), 4)
+    b4 = cluster_bootstrap(np.repeat(x, 4), np.ones(160), g, 4000, np.random.default_rng(1))
+    assert abs(b4.std() - b.std()) < 0.01
+    # a ratio of sums: constant numerator / denominator share gives that share in every replicate
+    assert np.allclose(cluster_bootstrap(np.ones(10), 2 * np.ones(10), np.arange(10) % 3, 50, rng), 0.5)
+
+
+def test_cross_fit_recovers_a_planted_rule_out_of_fold():
+    from iclr25.agents.published import cross_fit_rule
+
+    rng = np.random.default_rng(3)
+    rows = [_row(rng) for _ in range(300)]
+    rules = two_condition_rules(judge_literals())
+    target = np.array([r["writes"] <= 1 and r["end"] == "transfer" for r in rows])
+    pred, chosen = cross_fit_rule(rules, rows, target, np.arange(300) // 3, n_folds=5)
+    assert (pred == target).all() and len(chosen) == 5
+    assert all(rules[c](r) == t for c in chosen for r, t in zip(rows, target))
+
+
+def test_blind_census_covers_the_kept_tasks_with_valid_labels():
+    from iclr25.agents.published import (READ_LABELS, WRONG_GOLD_TASKS, blind_transcript, load_airline_table,
+                                         load_blind_labels, reader_ok)
+
+    rows = [r for r in load_airline_table() if r["task"] not in WRONG_GOLD_TASKS]
+    lab = load_blind_labels()
+    assert [(r["task"], r["trial"], r["reward"]) for r in lab] == [(r["task"], r["trial"], r["reward"]) for r in rows]
+    assert len(lab) == 172
+    fail = {"wrong_args", "wrong_decision", "partial", "user_error", "no_agent_fault"}
+    for r in lab:
+        for col in ("label_blind", "label"):
+            assert r[col] in (fail if r["reward"] == 0 else {"ok", "spurious"}) and r[col] in READ_LABELS
+        assert (r["label"] != r["label_blind"]) <= ("settled:" in r["note"])
+    assert reader_ok("no_agent_fault") == 1 and reader_ok("spurious") == 0
+    traj = [{"role": "system", "content": "POLICY"}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "get_user_details",
+                                                                            "arguments": '{"user_id": "x"}'}}]},
+            {"role": "tool", "name": "get_user_details", "content": '{"a": 1}'}]
+    t = blind_transcript(traj)
+    assert "POLICY" not in t and 'A> get_user_details({"user_id": "x"})' in t and 'T[get_user_details]: {"a":1}' in t

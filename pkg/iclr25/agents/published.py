@@ -23,7 +23,9 @@ reports a completed change ("successfully", "has been cancelled", ...).
 Twenty randomly drawn failed trials that the user ended were also read and labelled, twice (the
 second reading without the first label) and the disagreements settled; those labels are the second committed
 file, ``data/tau_bench_stop_labels.csv`` (see :data:`STOP_LABELS`). A seeded sample of 30 failed and
-30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`).
+30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`). The fourth,
+``data/tau_bench_blind_labels.csv``, is a gold-blind reading of every trial of the 43 tasks whose gold
+tau2-bench kept (:func:`load_blind_labels`, :func:`blind_transcript`).
 
 Regenerate the committed table with (the path is a clone or bare mirror of the repository)::
 
@@ -265,6 +267,7 @@ READ_LABELS = {
     "partial": "part of a compound request left undone (paper: partial resolution)",
     "user_error": "the simulated user broke its instruction",
     "gold_error": "the gold actions, not the agent, are at odds with the instruction or policy",
+    "no_agent_fault": "gold-blind reading: the agent handled the conversation correctly (gold or hidden instruction at fault)",
     "ok": "a success the reader agrees with",
     "spurious": "a success the reader judges mishandled (the check passed anyway)",
 }
@@ -296,7 +299,7 @@ def cohen_kappa(a: list[str], b: list[str]) -> float:
 
 def reader_ok(label: str) -> int:
     """The reader's verdict that a label implies: 1 when the agent handled the conversation correctly."""
-    return int(label in ("gold_error", "user_error", "ok"))
+    return int(label in ("gold_error", "user_error", "no_agent_fault", "ok"))
 
 
 def load_read_labels() -> list[dict[str, Any]]:
@@ -306,6 +309,77 @@ def load_read_labels() -> list[dict[str, Any]]:
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "reward": int(r["reward"]),
              "reader_ok": int(r["reader_ok"])} for r in rows]
+
+
+#: The gold-blind reading of every trial of the 43 tasks whose gold tau2-bench kept (see the file's header).
+BLIND_LABELS_FILE = "data/tau_bench_blind_labels.csv"
+
+
+def load_blind_labels() -> list[dict[str, Any]]:
+    """The gold-blind census (task, trial, reward, label_blind, label, note), in table order: ``label_blind`` is
+    the reading from the conversation alone, ``label`` the settled label."""
+    text = resources.files("iclr25.agents").joinpath(BLIND_LABELS_FILE).read_text(encoding="utf-8")
+    rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "reward": int(r["reward"])} for r in rows]
+
+
+def blind_transcript(traj: list[dict[str, Any]], msg: int = 380, reply: int = 480, search: int = 220) -> str:
+    """A trial condensed the way the gold-blind reading saw it: the user's and agent's messages, the agent's tool
+    calls with arguments and the tool replies (cut to ``msg`` / ``reply`` / ``search`` characters); no system
+    prompt, instruction, gold, write diff or reward."""
+    def cut(x: Any, n: int) -> str:
+        x = " ".join(str(x).split())
+        return x if len(x) <= n else x[:n] + "..."
+
+    lines = []
+    for m in traj:
+        if m["role"] == "user":
+            lines.append("U: " + cut(m.get("content") or "", 600))
+        elif m["role"] == "assistant":
+            if m.get("content"):
+                lines.append("A: " + cut(m["content"], msg))
+            lines += [f"A> {tc['function']['name']}({cut(tc['function'].get('arguments') or '', 400)})"
+                      for tc in m.get("tool_calls") or []]
+        elif m["role"] == "tool":
+            c = m.get("content") or ""
+            try:
+                c = json.dumps(json.loads(c), separators=(",", ":"))
+            except ValueError:
+                pass
+            lines.append(f"T[{m.get('name')}]: " + cut(c, search if str(m.get("name")).startswith("search") else reply))
+    return "\n".join(lines)
+
+
+def cluster_bootstrap(num, den, groups, n_boot: int, rng):
+    """Replicates of sum(num) / sum(den) when whole groups (tasks) are resampled with replacement: the trials
+    of one task stay together, so their correlation widens the interval as it should."""
+    import numpy as np
+
+    num, den, groups = np.asarray(num, float), np.asarray(den, float), np.asarray(groups)
+    keys = np.unique(groups)
+    pos = np.searchsorted(keys, groups)
+    gn = np.bincount(pos, weights=num, minlength=len(keys))
+    gd = np.bincount(pos, weights=den, minlength=len(keys))
+    draw = rng.integers(0, len(keys), size=(n_boot, len(keys)))
+    return gn[draw].sum(1) / np.maximum(gd[draw].sum(1), 1e-12)
+
+
+def cross_fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]], target, groups, n_folds: int = 5):
+    """Out-of-fold predictions of the best rule: the groups (tasks) are dealt into ``n_folds`` folds in sorted
+    order; for each fold the rule that agrees most often with ``target`` on the other folds predicts it.
+    Returns (predictions, the rule chosen for each fold)."""
+    import numpy as np
+
+    target, groups = np.asarray(target, bool), np.asarray(groups)
+    fold = np.searchsorted(np.unique(groups), groups) % n_folds
+    hits = {name: np.array([bool(f(r)) for r in rows]) for name, f in rules.items()}
+    pred, chosen = np.zeros(len(rows), bool), []
+    for k in range(n_folds):
+        tr = fold != k
+        best = max(hits, key=lambda nm: ((hits[nm] == target) & tr).sum())   # first in order on ties
+        pred[~tr] = hits[best][~tr]
+        chosen.append(best)
+    return pred, chosen
 
 
 # --- judges that read only the conversation, scored against a stratified read sample -------------
