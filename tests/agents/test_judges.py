@@ -1,40 +1,17 @@
-"""The transcript-judge machinery of the tau-bench chapter: stratification-weighted agreement,
-the two-condition rule search, the per-labelling verdict, and the nearest published histogram."""
+"""The transcript-judge machinery of the tau-bench chapter: the two-condition rule search, the verdict
+from judge intervals, the task bootstrap, the reward-blind reading, and the nearest published histogram."""
 
 import numpy as np
 
 from iclr25.agents import pass_curve
 from iclr25.agents.published import (LEADERBOARD, N_TASKS, fit_rule, judge_literals, label_verdict,
-                                     nearest_histogram, stratified_boot_idx, stratified_weights,
-                                     two_condition_rules, weighted_agreement)
+                                     nearest_histogram, two_condition_rules)
 
 
 def _row(rng):
     return dict(end=str(rng.choice(["user_stop", "transfer", "max_steps"])), agent_done=int(rng.integers(2)),
                 last_user=str(rng.choice(["Thank you!", "ok", "no"])), writes=int(rng.integers(0, 5)),
                 agent_turns=int(rng.integers(4, 25)))
-
-
-def test_weighted_agreement_equals_unweighted_on_a_proportional_sample():
-    rng = np.random.default_rng(0)
-    strata = [0] * 30 + [1] * 20                       # sample in the population's 60/40 proportion
-    wt = stratified_weights([0] * 600 + [1] * 400, strata)
-    assert np.allclose(wt, wt[0])
-    agree = rng.integers(0, 2, size=50)
-    idx = stratified_boot_idx(strata, 200, np.random.default_rng(1))
-    w, wb = weighted_agreement(agree, wt, idx)
-    assert abs(w - agree.mean()) < 1e-12
-    assert np.allclose(wb, agree[idx].mean(1))
-    # every replicate keeps each stratum's size
-    assert all((np.asarray(strata)[i] == 0).sum() == 30 for i in idx)
-
-
-def test_weights_correct_an_oversampled_stratum():
-    strata = [0] * 10 + [1] * 10                       # population 90 / 10: stratum 0 under-sampled
-    wt = stratified_weights([0] * 90 + [1] * 10, strata)
-    agree = np.array([1] * 10 + [0] * 10)
-    w, _ = weighted_agreement(agree, wt, stratified_boot_idx(strata, 5, np.random.default_rng(0)))
-    assert abs(w - 0.9) < 1e-12
 
 
 def test_rule_count_and_the_fitted_rule_recovers_a_planted_rule():
@@ -96,20 +73,20 @@ def test_cross_fit_recovers_a_planted_rule_out_of_fold():
     assert all(rules[c](r) == t for c in chosen for r, t in zip(rows, target))
 
 
-def test_blind_census_covers_the_kept_tasks_with_valid_labels():
-    from iclr25.agents.published import (READ_LABELS, WRONG_GOLD_TASKS, blind_transcript, load_airline_table,
-                                         load_blind_labels, reader_ok)
+def test_blind_reading_covers_all_trials_in_one_shuffled_stream():
+    from iclr25.agents.published import BLIND_SET, blind_transcript, load_airline_table, load_blind_labels, reader_ok
 
-    rows = [r for r in load_airline_table() if r["task"] not in WRONG_GOLD_TASKS]
+    rows = load_airline_table()
     lab = load_blind_labels()
-    assert [(r["task"], r["trial"], r["reward"]) for r in lab] == [(r["task"], r["trial"], r["reward"]) for r in rows]
-    assert len(lab) == 172
-    fail = {"wrong_args", "wrong_decision", "partial", "user_error", "no_agent_fault"}
-    for r in lab:
-        for col in ("label_blind", "label"):
-            assert r[col] in (fail if r["reward"] == 0 else {"ok", "spurious"}) and r[col] in READ_LABELS
-        assert (r["label"] != r["label_blind"]) <= ("settled:" in r["note"])
-    assert reader_ok("no_agent_fault") == 1 and reader_ok("spurious") == 0
+    assert [(r["task"], r["trial"]) for r in lab] == [(r["task"], r["trial"]) for r in rows] and len(lab) == 200
+    order = np.random.default_rng(2029).permutation(200)          # the stream: position -> trial in table order
+    assert all(lab[i]["order"] == pos + 1 for pos, i in enumerate(order))
+    for r, t in zip(lab, rows):
+        assert r["label_blind"] in BLIND_SET and r["label"] in BLIND_SET
+        disagree = reader_ok(r["label_blind"]) != t["reward"]
+        assert ("settled:" in r["note"]) == disagree                  # settled exactly where reader and reward differ
+        assert (r["label"] != r["label_blind"]) <= disagree
+    assert reader_ok("user_error") == 1 and reader_ok("wrong_args") == 0
     traj = [{"role": "system", "content": "POLICY"}, {"role": "user", "content": "hi"},
             {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "get_user_details",
                                                                             "arguments": '{"user_id": "x"}'}}]},

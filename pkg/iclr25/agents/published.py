@@ -24,8 +24,9 @@ Twenty randomly drawn failed trials that the user ended were also read and label
 second reading without the first label) and the disagreements settled; those labels are the second committed
 file, ``data/tau_bench_stop_labels.csv`` (see :data:`STOP_LABELS`). A seeded sample of 30 failed and
 30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`). The fourth,
-``data/tau_bench_blind_labels.csv``, is a gold-blind reading of every trial of the 43 tasks whose gold
-tau2-bench kept (:func:`load_blind_labels`, :func:`blind_transcript`).
+``data/tau_bench_blind_labels.csv``, is a reward-blind reading of all 200 trials in one shuffled stream with one
+label set, its disagreements with the reward settled with the gold (:func:`load_blind_labels`,
+:func:`blind_transcript`).
 
 Regenerate the committed table with (the path is a clone or bare mirror of the repository)::
 
@@ -267,8 +268,7 @@ READ_LABELS = {
     "partial": "part of a compound request left undone (paper: partial resolution)",
     "user_error": "the simulated user broke its instruction",
     "gold_error": "the gold actions, not the agent, are at odds with the instruction or policy",
-    "no_agent_fault": "gold-blind reading: the agent handled the conversation correctly (gold or hidden instruction at fault)",
-    "ok": "a success the reader agrees with",
+    "ok": "the agent handled the conversation correctly",
     "spurious": "a success the reader judges mishandled (the check passed anyway)",
 }
 PAPER_KINDS = ("wrong_args", "wrong_decision", "partial")
@@ -299,7 +299,7 @@ def cohen_kappa(a: list[str], b: list[str]) -> float:
 
 def reader_ok(label: str) -> int:
     """The reader's verdict that a label implies: 1 when the agent handled the conversation correctly."""
-    return int(label in ("gold_error", "user_error", "no_agent_fault", "ok"))
+    return int(label in ("gold_error", "user_error", "ok"))
 
 
 def load_read_labels() -> list[dict[str, Any]]:
@@ -311,16 +311,20 @@ def load_read_labels() -> list[dict[str, Any]]:
              "reader_ok": int(r["reader_ok"])} for r in rows]
 
 
-#: The gold-blind reading of every trial of the 43 tasks whose gold tau2-bench kept (see the file's header).
+#: The reward-blind reading of all 200 trials (one shuffled stream, one label set; see the file's header).
 BLIND_LABELS_FILE = "data/tau_bench_blind_labels.csv"
+#: Its label set: the paper's three failure kinds, the simulated user's error, and a correct handling.
+BLIND_SET = ("ok", "wrong_args", "wrong_decision", "partial", "user_error")
 
 
 def load_blind_labels() -> list[dict[str, Any]]:
-    """The gold-blind census (task, trial, reward, label_blind, label, note), in table order: ``label_blind`` is
-    the reading from the conversation alone, ``label`` the settled label."""
+    """The reward-blind reading (order, task, trial, label_blind, label, note), in table order: ``label_blind`` is
+    the reader's label from the conversation alone, ``label`` the gold-informed settlement where the reader's
+    verdict and the reward disagree (elsewhere equal to ``label_blind``). ``order`` is the trial's place in the
+    shuffled reading stream."""
     text = resources.files("iclr25.agents").joinpath(BLIND_LABELS_FILE).read_text(encoding="utf-8")
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
-    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "reward": int(r["reward"])} for r in rows]
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "order": int(r["order"])} for r in rows]
 
 
 def blind_transcript(traj: list[dict[str, Any]], msg: int = 380, reply: int = 480, search: int = 220) -> str:
@@ -382,7 +386,7 @@ def cross_fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]], target, gr
     return pred, chosen
 
 
-# --- judges that read only the conversation, scored against a stratified read sample -------------
+# --- judges that read only the conversation ---------------------------------------------------
 
 def judge_literals() -> dict[str, Any]:
     """Yes/no facts a judge can read off a table row's conversation (no gold, no reward), by name."""
@@ -412,31 +416,6 @@ def fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, di
     every rule's agreement."""
     acc = {name: sum(bool(f(r)) == (r["reward"] == 1) for r in rows) / len(rows) for name, f in rules.items()}
     return max(acc, key=acc.get), acc
-
-
-def stratified_weights(pop_strata: list[Any], smp_strata: list[Any]):
-    """Weights that make a stratified sample represent its population: each sampled item weighs
-    (population count of its stratum) / (sample count of its stratum)."""
-    import numpy as np
-
-    n_pop, n_smp = Counter(pop_strata), Counter(smp_strata)
-    return np.array([n_pop[s] / n_smp[s] for s in smp_strata])
-
-
-def stratified_boot_idx(smp_strata: list[Any], n_boot: int, rng):
-    """Bootstrap index arrays, shape (n_boot, n), each resampling within every stratum."""
-    import numpy as np
-
-    groups = [np.flatnonzero([x == s for x in smp_strata]) for s in sorted(set(smp_strata))]
-    return np.concatenate([g[rng.integers(0, len(g), size=(n_boot, len(g)))] for g in groups], axis=1)
-
-
-def weighted_agreement(agree, wt, boot_idx):
-    """Weighted mean of a 0/1 agreement vector and its bootstrap replicates over ``boot_idx``."""
-    import numpy as np
-
-    a = np.asarray(agree, dtype=float)
-    return (wt * a).sum() / wt.sum(), (wt[boot_idx] * a[boot_idx]).sum(1) / wt[boot_idx].sum(1)
 
 
 def label_verdict(intervals: dict[str, tuple[float, float]]) -> bool | None:
