@@ -59,7 +59,7 @@ AIRLINE_WRITE_TOOLS = frozenset({"book_reservation", "cancel_reservation", "send
                                  "update_reservation_passengers"})
 COLUMNS = ("task", "trial", "reward", "r_actions", "r_outputs", "end", "agent_turns", "writes",
            "last_user", "gold_writes", "write_class", "push_cue", "agent_done")
-#: Hand labels of stopped failures (task, trial, label, note).
+#: Reader labels of stopped failures (task, trial, label, note), written by a language-model reader.
 LABELS_FILE = "data/tau_bench_stop_labels.csv"
 #: What the labels mean: why a failed trial ended with the user's ###STOP###.
 STOP_LABELS = {
