@@ -4,7 +4,7 @@ from judge intervals, the task bootstrap, the reward-blind reading, and the near
 import numpy as np
 
 from iclr25.agents import pass_curve
-from iclr25.agents.published import (LEADERBOARD, N_TASKS, fit_rule, judge_literals, label_verdict,
+from iclr25.agents.published import (LEADERBOARD, N_TASKS, cross_fit_rule, judge_literals, label_verdict,
                                      nearest_histogram, two_condition_rules)
 
 
@@ -22,11 +22,12 @@ def test_rule_count_and_the_fitted_rule_recovers_a_planted_rule():
     rng = np.random.default_rng(3)
     rows = [_row(rng) for _ in range(400)]
     planted = "end = user_stop and not (agent wrote)"
-    for r in rows:
-        r["reward"] = int(rules[planted](r))
-    best, acc = fit_rule(rules, rows)
-    assert acc[best] == 1.0
-    assert [bool(rules[best](r)) for r in rows] == [bool(rules[planted](r)) for r in rows]
+    target = np.array([bool(rules[planted](r)) for r in rows])
+    hits = {nm: np.array([bool(f(r)) for r in rows]) for nm, f in rules.items()}
+    for deal in (None, 1, 2):                            # any deal of the tasks into folds recovers it
+        pred, chosen = cross_fit_rule(rules, rows, target, np.arange(400) // 4, deal=deal, hits=hits)
+        assert (pred == target).all()
+        assert all([bool(rules[c](r)) for r in rows] == target.tolist() for c in chosen)
 
 
 def test_label_verdict():
@@ -62,8 +63,6 @@ def test_cluster_bootstrap_keeps_tasks_whole():
 
 
 def test_cross_fit_recovers_a_planted_rule_out_of_fold():
-    from iclr25.agents.published import cross_fit_rule
-
     rng = np.random.default_rng(3)
     rows = [_row(rng) for _ in range(300)]
     rules = two_condition_rules(judge_literals())

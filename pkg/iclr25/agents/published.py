@@ -368,19 +368,26 @@ def cluster_bootstrap(num, den, groups, n_boot: int, rng):
     return gn[draw].sum(1) / np.maximum(gd[draw].sum(1), 1e-12)
 
 
-def cross_fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]], target, groups, n_folds: int = 5):
-    """Out-of-fold predictions of the best rule: the groups (tasks) are dealt into ``n_folds`` folds in sorted
-    order; for each fold the rule that agrees most often with ``target`` on the other folds predicts it.
-    Returns (predictions, the rule chosen for each fold)."""
+def cross_fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]], target, groups, n_folds: int = 5,
+                   deal: int | None = None, hits: dict[str, Any] | None = None):
+    """Out-of-fold predictions of the best rule: the groups (tasks) are dealt into ``n_folds`` folds (in sorted
+    order, or in the order of ``numpy.random.default_rng(deal).permutation`` when ``deal`` is given); for each
+    fold the rule that agrees most often with ``target`` on the other folds predicts it. ``hits`` may hold the
+    rules' verdicts on ``rows`` already computed. Returns (predictions, the rule chosen for each fold)."""
     import numpy as np
 
     target, groups = np.asarray(target, bool), np.asarray(groups)
-    fold = np.searchsorted(np.unique(groups), groups) % n_folds
-    hits = {name: np.array([bool(f(r)) for r in rows]) for name, f in rules.items()}
-    pred, chosen = np.zeros(len(rows), bool), []
+    keys = np.unique(groups)
+    place = np.arange(len(keys)) if deal is None else np.random.default_rng(deal).permutation(len(keys))
+    fold = place[np.searchsorted(keys, groups)] % n_folds
+    if hits is None:
+        hits = {name: np.array([bool(f(r)) for r in rows]) for name, f in rules.items()}
+    names = list(hits)
+    H = np.array([hits[nm] for nm in names])
+    pred, chosen = np.zeros(len(target), bool), []
     for k in range(n_folds):
         tr = fold != k
-        best = max(hits, key=lambda nm: ((hits[nm] == target) & tr).sum())   # first in order on ties
+        best = names[int(np.argmax(((H == target) & tr).sum(1)))]   # first in order on ties
         pred[~tr] = hits[best][~tr]
         chosen.append(best)
     return pred, chosen
@@ -409,13 +416,6 @@ def two_condition_rules(lits: dict[str, Any]) -> dict[str, Any]:
     rules |= {f"{a} and {b}": (lambda r, f=f, g=g: f(r) and g(r))
               for i, (a, f) in enumerate(base) for b, g in base[i + 1:]}
     return rules
-
-
-def fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, dict[str, float]]:
-    """The rule that agrees most often with ``reward == 1`` on ``rows`` (first in order on ties), and
-    every rule's agreement."""
-    acc = {name: sum(bool(f(r)) == (r["reward"] == 1) for r in rows) / len(rows) for name, f in rules.items()}
-    return max(acc, key=acc.get), acc
 
 
 def label_verdict(intervals: dict[str, tuple[float, float]]) -> bool | None:
