@@ -23,7 +23,10 @@ reports a completed change ("successfully", "has been cancelled", ...).
 Twenty randomly drawn failed trials that the user ended were also read and labelled, twice (the
 second reading without the first label) and the disagreements settled; those labels are the second committed
 file, ``data/tau_bench_stop_labels.csv`` (see :data:`STOP_LABELS`). A seeded sample of 30 failed and
-30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`).
+30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`). The fourth,
+``data/tau_bench_blind_labels.csv``, is a reward-blind reading of all 200 trials in one shuffled stream with one
+label set, its disagreements with the reward settled with the gold (:func:`load_blind_labels`,
+:func:`blind_transcript`).
 
 Regenerate the committed table with (the path is a clone or bare mirror of the repository)::
 
@@ -56,7 +59,7 @@ AIRLINE_WRITE_TOOLS = frozenset({"book_reservation", "cancel_reservation", "send
                                  "update_reservation_passengers"})
 COLUMNS = ("task", "trial", "reward", "r_actions", "r_outputs", "end", "agent_turns", "writes",
            "last_user", "gold_writes", "write_class", "push_cue", "agent_done")
-#: Hand labels of stopped failures (task, trial, label, note).
+#: Reader labels of stopped failures (task, trial, label, note), written by a language-model reader.
 LABELS_FILE = "data/tau_bench_stop_labels.csv"
 #: What the labels mean: why a failed trial ended with the user's ###STOP###.
 STOP_LABELS = {
@@ -265,7 +268,7 @@ READ_LABELS = {
     "partial": "part of a compound request left undone (paper: partial resolution)",
     "user_error": "the simulated user broke its instruction",
     "gold_error": "the gold actions, not the agent, are at odds with the instruction or policy",
-    "ok": "a success the reader agrees with",
+    "ok": "the agent handled the conversation correctly",
     "spurious": "a success the reader judges mishandled (the check passed anyway)",
 }
 PAPER_KINDS = ("wrong_args", "wrong_decision", "partial")
@@ -308,7 +311,89 @@ def load_read_labels() -> list[dict[str, Any]]:
              "reader_ok": int(r["reader_ok"])} for r in rows]
 
 
-# --- judges that read only the conversation, scored against a stratified read sample -------------
+#: The reward-blind reading of all 200 trials (one shuffled stream, one label set; see the file's header).
+BLIND_LABELS_FILE = "data/tau_bench_blind_labels.csv"
+#: Its label set: the paper's three failure kinds, the simulated user's error, and a correct handling.
+BLIND_SET = ("ok", "wrong_args", "wrong_decision", "partial", "user_error")
+
+
+def load_blind_labels() -> list[dict[str, Any]]:
+    """The reward-blind reading (order, task, trial, label_blind, label, note), in table order: ``label_blind`` is
+    the reader's label from the conversation alone, ``label`` the gold-informed settlement where the reader's
+    verdict and the reward disagree (elsewhere equal to ``label_blind``). ``order`` is the trial's place in the
+    shuffled reading stream."""
+    text = resources.files("iclr25.agents").joinpath(BLIND_LABELS_FILE).read_text(encoding="utf-8")
+    rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "order": int(r["order"])} for r in rows]
+
+
+def blind_transcript(traj: list[dict[str, Any]], msg: int = 380, reply: int = 480, search: int = 220) -> str:
+    """A trial condensed the way the gold-blind reading saw it: the user's and agent's messages, the agent's tool
+    calls with arguments and the tool replies (cut to ``msg`` / ``reply`` / ``search`` characters); no system
+    prompt, instruction, gold, write diff or reward."""
+    def cut(x: Any, n: int) -> str:
+        x = " ".join(str(x).split())
+        return x if len(x) <= n else x[:n] + "..."
+
+    lines = []
+    for m in traj:
+        if m["role"] == "user":
+            lines.append("U: " + cut(m.get("content") or "", 600))
+        elif m["role"] == "assistant":
+            if m.get("content"):
+                lines.append("A: " + cut(m["content"], msg))
+            lines += [f"A> {tc['function']['name']}({cut(tc['function'].get('arguments') or '', 400)})"
+                      for tc in m.get("tool_calls") or []]
+        elif m["role"] == "tool":
+            c = m.get("content") or ""
+            try:
+                c = json.dumps(json.loads(c), separators=(",", ":"))
+            except ValueError:
+                pass
+            lines.append(f"T[{m.get('name')}]: " + cut(c, search if str(m.get("name")).startswith("search") else reply))
+    return "\n".join(lines)
+
+
+def cluster_bootstrap(num, den, groups, n_boot: int, rng):
+    """Replicates of sum(num) / sum(den) when whole groups (tasks) are resampled with replacement: the trials
+    of one task stay together, so their correlation widens the interval as it should."""
+    import numpy as np
+
+    num, den, groups = np.asarray(num, float), np.asarray(den, float), np.asarray(groups)
+    keys = np.unique(groups)
+    pos = np.searchsorted(keys, groups)
+    gn = np.bincount(pos, weights=num, minlength=len(keys))
+    gd = np.bincount(pos, weights=den, minlength=len(keys))
+    draw = rng.integers(0, len(keys), size=(n_boot, len(keys)))
+    return gn[draw].sum(1) / np.maximum(gd[draw].sum(1), 1e-12)
+
+
+def cross_fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]], target, groups, n_folds: int = 5,
+                   deal: int | None = None, hits: dict[str, Any] | None = None):
+    """Out-of-fold predictions of the best rule: the groups (tasks) are dealt into ``n_folds`` folds (in sorted
+    order, or in the order of ``numpy.random.default_rng(deal).permutation`` when ``deal`` is given); for each
+    fold the rule that agrees most often with ``target`` on the other folds predicts it. ``hits`` may hold the
+    rules' verdicts on ``rows`` already computed. Returns (predictions, the rule chosen for each fold)."""
+    import numpy as np
+
+    target, groups = np.asarray(target, bool), np.asarray(groups)
+    keys = np.unique(groups)
+    place = np.arange(len(keys)) if deal is None else np.random.default_rng(deal).permutation(len(keys))
+    fold = place[np.searchsorted(keys, groups)] % n_folds
+    if hits is None:
+        hits = {name: np.array([bool(f(r)) for r in rows]) for name, f in rules.items()}
+    names = list(hits)
+    H = np.array([hits[nm] for nm in names])
+    pred, chosen = np.zeros(len(target), bool), []
+    for k in range(n_folds):
+        tr = fold != k
+        best = names[int(np.argmax(((H == target) & tr).sum(1)))]   # first in order on ties
+        pred[~tr] = hits[best][~tr]
+        chosen.append(best)
+    return pred, chosen
+
+
+# --- judges that read only the conversation ---------------------------------------------------
 
 def judge_literals() -> dict[str, Any]:
     """Yes/no facts a judge can read off a table row's conversation (no gold, no reward), by name."""
@@ -331,38 +416,6 @@ def two_condition_rules(lits: dict[str, Any]) -> dict[str, Any]:
     rules |= {f"{a} and {b}": (lambda r, f=f, g=g: f(r) and g(r))
               for i, (a, f) in enumerate(base) for b, g in base[i + 1:]}
     return rules
-
-
-def fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[str, dict[str, float]]:
-    """The rule that agrees most often with ``reward == 1`` on ``rows`` (first in order on ties), and
-    every rule's agreement."""
-    acc = {name: sum(bool(f(r)) == (r["reward"] == 1) for r in rows) / len(rows) for name, f in rules.items()}
-    return max(acc, key=acc.get), acc
-
-
-def stratified_weights(pop_strata: list[Any], smp_strata: list[Any]):
-    """Weights that make a stratified sample represent its population: each sampled item weighs
-    (population count of its stratum) / (sample count of its stratum)."""
-    import numpy as np
-
-    n_pop, n_smp = Counter(pop_strata), Counter(smp_strata)
-    return np.array([n_pop[s] / n_smp[s] for s in smp_strata])
-
-
-def stratified_boot_idx(smp_strata: list[Any], n_boot: int, rng):
-    """Bootstrap index arrays, shape (n_boot, n), each resampling within every stratum."""
-    import numpy as np
-
-    groups = [np.flatnonzero([x == s for x in smp_strata]) for s in sorted(set(smp_strata))]
-    return np.concatenate([g[rng.integers(0, len(g), size=(n_boot, len(g)))] for g in groups], axis=1)
-
-
-def weighted_agreement(agree, wt, boot_idx):
-    """Weighted mean of a 0/1 agreement vector and its bootstrap replicates over ``boot_idx``."""
-    import numpy as np
-
-    a = np.asarray(agree, dtype=float)
-    return (wt * a).sum() / wt.sum(), (wt[boot_idx] * a[boot_idx]).sum(1) / wt[boot_idx].sum(1)
 
 
 def label_verdict(intervals: dict[str, tuple[float, float]]) -> bool | None:
