@@ -140,19 +140,23 @@ class TransformerNFN(nn.Module):
     ``[E -> masked ReLU] x len(channels)`` then ``I``; the blocks' invariants are concatenated,
     layer-normalised and read out by an MLP to one logit.
 
+    ``head_norms=True`` (our variant, not the paper's): each block's :func:`per_head_norms` join its
+    invariant features before the head.
+
     Input: ``{key: (batch, n_blocks, *shape)}`` (one channel). Each slot is first divided by a fixed
     scale (:meth:`set_scales`, from training weights): a constant per slot and block, which keeps
     the model invariant."""
 
-    def __init__(self, spec: BlockSpec, n_blocks: int, channels: tuple[int, ...] = (8,), hidden: int = 16):
+    def __init__(self, spec: BlockSpec, n_blocks: int, channels: tuple[int, ...] = (8,), hidden: int = 16,
+                 head_norms: bool = False):
         super().__init__()
-        self.n_blocks = n_blocks
+        self.n_blocks, self.head_norms = n_blocks, head_norms
         dims = (1, *channels)
         self.equivariant = nn.ModuleList(
             nn.ModuleList(TransformerNFNEquivariant(spec, a, b) for a, b in zip(dims[:-1], dims[1:]))
             for _ in range(n_blocks))
         self.invariant = nn.ModuleList(TransformerNFNInvariant(spec, dims[-1], dims[-1]) for _ in range(n_blocks))
-        width = n_blocks * dims[-1]
+        width = n_blocks * (dims[-1] + (2 if head_norms else 0))
         self.head = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, hidden), nn.ReLU(),
                                   nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
         self.register_buffer("scales", torch.ones(n_blocks, len(KEYS)))
@@ -180,4 +184,16 @@ class TransformerNFN(nn.Module):
             for layer in self.equivariant[l]:
                 U = masked_relu(layer(U))
             feats.append(self.invariant[l](U))
+            if self.head_norms:
+                feats.append(per_head_norms({k: W[k][:, l] / self.scales[l, i] for i, k in enumerate(KEYS)}))
         return self.head(torch.cat(feats, -1)).squeeze(-1)
+
+
+def per_head_norms(W: Features) -> torch.Tensor:
+    """``(batch, 2)``: ``sum_i |QK_i|_F`` and ``sum_i |VO_i|_F`` of one block's weights
+    ``{key: (batch, *shape)}``. Invariant under the group (a head permutation reorders the terms,
+    ``GL`` leaves each product's norm unchanged and ``P_O`` permutes columns of ``VO_i``), but not a
+    function of the head sums ``sum_i QK_i``, ``sum_i VO_i``, which are all that the equivariant
+    layers pass on from the attention slots."""
+    qk, vo = head_products(W)
+    return torch.stack([qk.pow(2).sum((-1, -2)).sqrt().sum(-1), vo.pow(2).sum((-1, -2)).sqrt().sum(-1)], -1)
