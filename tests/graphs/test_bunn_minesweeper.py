@@ -51,3 +51,15 @@ def test_record_edits_are_detected(tmp_path):
     path.write_text(json.dumps(info))
     with pytest.raises(RuntimeError):
         load_record(path)
+
+
+def test_record_shows_competent_models():
+    """What the chapter reads from the record alone (so it cannot fail when the chapter runs): every graph
+    model far above the graph-blind MLP in every seed, every recorded run at its validation plateau, and
+    BuNN's mean not more than 2 points below GCN's."""
+    res = load_record()["results"]
+    auc = {name: [r["runs"][str(s)]["test"] for s in RECIPE["seeds"]] for name, r in res.items()}
+    for name in ("GCN", "GraphSAGE", "BuNN, trivial bundle", "BuNN"):
+        assert min(auc[name]) > max(auc["MLP"]) + 0.2, name
+    assert all(run["plateau"] for r in res.values() for run in r["runs"].values())
+    assert sum(auc["BuNN"]) / len(auc["BuNN"]) - sum(auc["GCN"]) / len(auc["GCN"]) > -0.02

@@ -60,7 +60,7 @@ def test_barbell_task():
         barbell_long_range(m=1)
 
 
-def test_barbell_paired_removes_only_the_bottleneck():
+def test_barbell_paired_adds_the_pairing_edges_and_keeps_the_task():
     plain = barbell_long_range(m=5, p=3, n_graphs=2, seed=1)
     paired = barbell_long_range(m=5, p=3, n_graphs=2, seed=1, paired=True)
     G = to_networkx(paired[0], to_undirected=True)

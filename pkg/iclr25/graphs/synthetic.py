@@ -94,10 +94,11 @@ def barbell_long_range(m: int = 8, p: int = 4, n_graphs: int = 100, seed: int = 
     target of a clique-A node is the mean feature of clique B and vice versa: it can only be
     computed by moving information across the bridge. Path nodes are masked out of the loss.
 
-    ``paired=True`` removes the bottleneck and nothing else: ``m`` more edges join node ``i`` of
-    clique A to node ``i`` of clique B (the path stays); features and targets are those of the
-    same ``seed`` without the pairing, and ``pe`` is, as always, the Fiedler vector of the graph
-    (for ``p >= 4`` it no longer separates the cliques: it carries less, not more, information).
+    ``paired=True`` adds ``m`` edges that join node ``i`` of clique A to node ``i`` of clique B (the
+    path stays). This removes the bottleneck, but not only it: every node of the other clique is then
+    1 or 2 hops away instead of up to ``p + 3``, and ``pe``, as always the Fiedler vector of the graph,
+    encodes a different graph (for ``p >= 4`` it no longer separates the cliques). Features, targets
+    and scored nodes are those of the same ``seed`` without the pairing.
 
     Returns
     -------
