@@ -87,3 +87,21 @@ def test_jobs_cover_the_recipe_once():
     assert sum(k == "seed" for k, _, _ in js) == (len(mqt.ENCODERS) + len(mqt.ABLATION)) * len(r["seeds"])
     first_seed = next(i for i, j in enumerate(js) if j[0] != "tune")
     assert all(j[0] == "tune" for j in js[:first_seed])          # every grid runs before any seed waits
+
+
+def test_aliased_control_removes_only_the_information():
+    """``"Q=5 aliased"``: the encoder of ``"Q=5"`` at potentials that all reduce to q = 0.1."""
+    from iclr25.graphs.magnetic import potential_rank
+    assert potential_rank(mqt.ALIAS_QS, 4) == potential_rank([0.1], 4) == 2
+    assert potential_rank(mqt.RECIPE["qs"], 4) == 5
+    enc, nq, view, opts = mqt.spec("Q=5 aliased")
+    assert (enc, nq, opts) == mqt.spec("Q=5")[:2] + (mqt.spec("Q=5")[3],) and view == "alias"
+    s = mqt.build_split(3, (8, 12), 4, 7, ("mq", "alias"))
+    for g, h in zip(s["mq"], s["alias"]):
+        lam, lam_a = g.pe_lambda[0], h.pe_lambda[0]
+        n = g.num_nodes
+        # L_1.1 = L_0.1 and L_0.9 = conj(L_0.1): the same spectrum as q = 0.1; L_0.4, L_0.6: 2 - that spectrum
+        for j in (3, 4):
+            assert torch.allclose(lam_a[j, :n], lam[0, :n], atol=1e-5)
+        for j in (1, 2):
+            assert torch.allclose(torch.sort(2 - lam_a[j, :n]).values, lam[0, :n], atol=1e-5)

@@ -74,7 +74,13 @@ ENCODERS: dict[str, tuple[str, int, str, dict]] = {
     "Q=4": ("magnetic", 4, "mq", {}),
     "Q=5": ("magnetic", 5, "mq", {}),
     "Q=5, k=8": ("magnetic", 5, "mq", {"k": 8}),
+    "Q=5 aliased": ("magnetic", 5, "alias", {}),
 }
+#: the information control ``"Q=5 aliased"``: five potentials that all reduce to ``q = 0.1``
+#: (``L_{0.4} = 2I - conj(L_{0.1})``, ``L_{0.6} = 2I - L_{0.1}``, ``L_{0.9} = conj(L_{0.1})``,
+#: ``L_{1.1} = L_{0.1}``: real rank 2, :func:`~iclr25.graphs.magnetic.potential_rank`), read by the
+#: same shared-``phi`` encoder as ``"Q=5"``: it keeps the parametrisation and removes the information.
+ALIAS_QS = [0.1, 0.4, 0.6, 0.9, 1.1]
 #: committed runs made under an earlier display name (same recipe, same code): new name -> old name
 RENAMED = {"naive Q=5, k=32": "naive Q=5"}
 #: the edge check: one tuning run a step below the grid, for encoders whose optimum is its lowest rate
@@ -91,13 +97,14 @@ def build_split(num: int, n_range: tuple[int, int], min_nodes: int, seed: int,
     """Random DAGs with the walk-profile target and one list per PE view.
 
     Views: ``"mq"`` (Multi-q PE ``q = 0.1..0.5`` and the SVD PE), ``"lap"`` (``q = 0``),
-    ``"two"`` (``q in {0, 0.1}``), ``"adj"`` (eigenpairs of ``A_q``, ``q = 0.1..0.5``).
+    ``"two"`` (``q in {0, 0.1}``), ``"adj"`` (eigenpairs of ``A_q``, ``q = 0.1..0.5``),
+    ``"alias"`` (:data:`ALIAS_QS`).
     """
     k, qs = RECIPE["k"], RECIPE["qs"]
     target, svd = AddWalkProfileTarget(RECIPE["length"]), AddSVDPE(k)
     pes = {"mq": AddMagneticLaplacianPE(qs, k), "lap": AddSymLaplacianPE(k),
            "two": AddMagneticLaplacianPE([0.0, 0.1], k),
-           "adj": AddMagneticLaplacianPE(qs, k, matrix="adjacency")}
+           "adj": AddMagneticLaplacianPE(qs, k, matrix="adjacency"), "alias": AddMagneticLaplacianPE(ALIAS_QS, k)}
     out: dict[str, list[Data]] = {v: [] for v in views}
     for g in random_digraphs(num, n_range, True, np.random.default_rng(seed), min_nodes=min_nodes):
         g = svd(target(g))
@@ -120,7 +127,7 @@ def first_q(graphs: list[Data], nq: int, k: int | None = None) -> list[Data]:
 def view_of(split: dict[str, list[Data]], enc: str, nq: int, view: str, opts: dict | None = None) -> list[Data]:
     """The graphs an encoder reads: its PE view, cut to its number of potentials (and its ``k``)."""
     graphs = split[view]
-    if enc in ("magnetic", "naive") and view in ("mq", "adj"):
+    if enc in ("magnetic", "naive") and view in ("mq", "adj", "alias"):
         return first_q(graphs, nq, (opts or {}).get("k"))
     return graphs
 
@@ -209,7 +216,8 @@ def worker(out: Path, edge: list[str] | None = None, names: list[str] | None = N
     torch.set_num_threads(1)
     r = RECIPE
     t0 = time.time()
-    views = ("mq", "lap", "two", *sorted({v for _, _, v, _, _ in ABLATION.values()}))
+    views = ("mq", "lap", "two", *sorted({spec(n)[2] for n in [*ENCODERS, *ABLATION] if names is None or n in names}
+                                         - {"mq", "lap", "two"}))
     train = build_split(r["n_train"], r["train_n"], r["min_train_nodes"], r["data_seed"], views)
     val = build_split(r["n_val"], r["eval_n"], r["train_n"][1] + 1, r["val_seed"], views)
     print(f"data in {time.time() - t0:.0f} s", flush=True)
