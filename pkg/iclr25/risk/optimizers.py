@@ -248,16 +248,23 @@ def _svrg_epoch(problem: LinearProblem, w: np.ndarray, lam_n: np.ndarray, d_snap
 
 
 def sorel(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float, seed: int = 0,
-          c_dual: float = 0.1, c_prox: float = 20.0) -> Trace:
+          c_dual: float = 0.1, c_prox: float = 20.0, prox: bool = True, extrapolate: bool = True,
+          growing_dual: bool = True) -> Trace:
     """SOREL (Ge & Jiang 2025, Alg. 1 with the schedule of its code), one SVRG epoch per outer step.
 
     Outer step k (w_k current, w_{k-1} previous):
       ``v = l(w_k) + theta_k (l(w_k) - l(w_{k-1}))``, ``lam_{k+1} = Proj_Pi(lam_k + tau_k v)``;
       ``w_{k+1} ~ argmin_w lam_{k+1} @ l(w) + mu/2 ||w||^2 + ||w - w_k||^2 / (2 eta_k)`` by n SVRG steps
       of size ``lr`` from ``w_k`` (snapshot ``w_k``);
-      ``theta = k/(k+1)``, ``tau = c_dual (k+1)/n``, ``eta = c_prox n/(k+1)`` (k counts outer steps).
+      ``theta = k/(k+1)``, ``tau = c_dual (k+1)/n``, ``eta = c_prox n/(k+1)`` (k counts outer steps;
+      as in the official code the step k uses the eta updated to ``eta_{k+1}`` before the primal solve).
 
-    Cost: n evaluations (losses and snapshot gradients at w_k) + 2n (inner steps) per outer step.
+    Cost: n evaluations (losses and snapshot gradients at w_k) + 2n (inner steps) per outer step. The
+    losses at w_0 that give lam_0 serve the first outer step (w is still w_0), so the count starts at 0
+    as for LSVRG.
+
+    Ablations (controls; the defaults are SOREL): ``prox=False`` drops the proximal term (1/eta = 0),
+    ``extrapolate=False`` sets theta = 0, ``growing_dual=False`` keeps tau = c_dual / n constant.
 
     Parameters
     ----------
@@ -271,20 +278,25 @@ def sorel(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float
     z = X @ w
     losses_prev = problem.phi(z)
     lam = vertex_weights(losses_prev, sigma)  # lam_0: sigma in the loss order at w_0
-    evals, budget = n, passes * n
+    evals, budget = 0, passes * n             # those losses are the first outer step's (counted there)
     theta, tau, eta, k = 0.0, c_dual / n, c_prox * n, 0
     trace.record(evals, problem, w, sigma, clock.pause())
     while evals + 3 * n <= budget:
         clock.resume()
-        z = X @ w
-        losses = problem.phi(z)
+        if k > 0:
+            z = X @ w
+            losses = problem.phi(z)
+        else:
+            losses = losses_prev
         lam = project_permutahedron(lam + tau * (losses + theta * (losses - losses_prev)), sigma)
         losses_prev = losses
         k += 1
-        theta, tau, eta = k / (k + 1), c_dual * (k + 1) / n, c_prox * n / (k + 1)
+        theta = k / (k + 1) if extrapolate else 0.0
+        tau = c_dual * (k + 1) / n if growing_dual else c_dual / n
+        inv_eta = (k + 1) / (c_prox * n) if prox else 0.0
         d_snap = problem.dphi(z)
-        shift = lr * (X.T @ (lam * d_snap) - w / eta)  # snapshot gradient and the prox centre w_k
-        w = _svrg_epoch(problem, w, n * lam, d_snap, lr, 1.0 - lr * (mu + 1.0 / eta), shift,
+        shift = lr * (X.T @ (lam * d_snap) - w * inv_eta)  # snapshot gradient and the prox centre w_k
+        w = _svrg_epoch(problem, w, n * lam, d_snap, lr, 1.0 - lr * (mu + inv_eta), shift,
                         rng.integers(n, size=n))
         evals += 3 * n
         trace.record(evals, problem, w, sigma, clock.pause())
