@@ -22,8 +22,12 @@ def bytes_sha256(data: bytes) -> str:
 
 
 def file_sha256(path: str | Path) -> str:
-    """The sha256 of a file's bytes."""
-    return bytes_sha256(Path(path).read_bytes())
+    """The sha256 of a file's bytes (read in 1 MiB blocks, so large weight files are not held in memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def json_sha256(obj: Any) -> str:

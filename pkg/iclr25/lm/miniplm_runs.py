@@ -11,7 +11,6 @@ and re-trains a few runs live to show they match (:func:`student_run` is the one
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 
 from iclr25.common import cached
+from iclr25.common.digest import bytes_sha256
 from iclr25.lm import distill, model as lm_model, train as lm_train
 from iclr25.lm.distill import (answer_mask, difference_scores, document_nll, fact_corpus, fact_table,
                                kd_loss_fn, kd_matched_steps, non_embedding_params, pretrain_on, token_hits,
@@ -208,7 +208,7 @@ def main(processes: int = 2) -> None:
                  lr=lr_ce, seed=s) for a in alpha_sweep for s in eval_seeds[:1]]   # one seed: reported only
     jobs.sort(key=lambda j: -j["steps"])   # longest first: the two workers finish together
     runs = run_all(jobs)
-    keep_sha = {k: hashlib.sha256(np.asarray(v, dtype=np.int64).tobytes()).hexdigest()[:16] for k, v in keep.items()}
+    keep_sha = {k: keep_digest(v) for k, v in keep.items()}
     out = {
         "script": SCRIPT,
         "recipe": {"S": S, "S_kd": S_kd, "batch": batch, "alpha": alpha, "N": env.N, "lr_grid": lr_grid,
@@ -230,7 +230,7 @@ def main(processes: int = 2) -> None:
 
 def keep_digest(kept: np.ndarray) -> str:
     """The short sha256 of a selection (as stored in ``keep_sha256``)."""
-    return hashlib.sha256(np.asarray(kept, dtype=np.int64).tobytes()).hexdigest()[:16]
+    return bytes_sha256(np.asarray(kept, dtype=np.int64).tobytes())[:16]
 
 
 if __name__ == "__main__":

