@@ -197,3 +197,59 @@ def reversed_table(r_e: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     names = list(r_e)
     order = sorted(names, key=lambda name: float(np.mean(np.asarray(r_e[name]) - 1)))  # least sensitive first
     return {name: np.asarray(r_e[src]) for name, src in zip(order, reversed(order))}
+
+
+# ---------------------------------------------------------------- exact budgets and the spread-keeping control
+
+def exact_budget_allocation(r_e: Mapping[str, np.ndarray], sizes: Mapping[str, int], removed: int,
+                            ns: Sequence[int] = NS) -> dict[str, int]:
+    """The allocation that removes **exactly** ``removed`` weights with the least summed loss rise
+    ``sum_l (r_e(l, n_l) - 1)`` (a knapsack over layers, solved exactly by dynamic programming).
+
+    ``sizes[l]`` is layer ``l``'s weight count; choosing ``n`` removes ``sizes[l] * n / 4`` weights.
+    The greedy rule "raise the ``n`` of the layer with the smallest loss rise per weight removed until
+    the budget is met" is the LP relaxation of this problem; the DP finds its best integer
+    solution that meets the budget exactly (a greedy pass can overshoot or stop short of it). Ties
+    go to the first solution found in name order. Raises if no allocation removes exactly
+    ``removed`` weights.
+    """
+    names = list(r_e)
+    steps = [sizes[name] // 4 for name in names]
+    if any(sizes[name] % 4 for name in names):
+        raise ValueError("layer sizes must be multiples of 4")
+    unit = int(np.gcd.reduce(np.array(steps + [int(removed)], dtype=np.int64)))
+    target = int(removed) // unit
+    # best[c] = (loss, choices) over the layers seen so far with c units removed
+    best: dict[int, tuple[float, tuple[int, ...]]] = {0: (0.0, ())}
+    for name, step in zip(names, steps):
+        row = np.asarray(r_e[name], dtype=float)
+        nxt: dict[int, tuple[float, tuple[int, ...]]] = {}
+        for c, (loss, picks) in best.items():
+            for j, n in enumerate(ns):
+                c2 = c + n * step // unit
+                if c2 > target:
+                    continue
+                cand = (loss + float(row[j]) - 1.0, picks + (int(n),))
+                if c2 not in nxt or cand[0] < nxt[c2][0] - 1e-15:
+                    nxt[c2] = cand
+        best = nxt
+    if target not in best:
+        raise ValueError(f"no allocation removes exactly {removed} weights")
+    return dict(zip(names, best[target][1]))
+
+
+def permuted_allocation(ns: Mapping[str, int], group_of: Callable[[str], str],
+                        rng: np.random.Generator) -> dict[str, int]:
+    """The control for *which* layers get which ``n``: the values of ``ns`` shuffled at random among
+    layers of the same group (``group_of(name)``, e.g. the layer's shape). Every group keeps its
+    multiset of ``n`` values, so the parameter count and the spread of ``n`` are exactly those of
+    ``ns``; only the assignment to layers, the sensitivity signal, is removed."""
+    out = dict(ns)
+    groups: dict[str, list[str]] = {}
+    for name in ns:
+        groups.setdefault(group_of(name), []).append(name)
+    for members in groups.values():
+        vals = [ns[m] for m in members]
+        for m, v in zip(members, rng.permutation(vals)):
+            out[m] = int(v)
+    return out
