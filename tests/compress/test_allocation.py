@@ -162,3 +162,15 @@ def test_permuted_allocation_keeps_each_groups_values() -> None:
             assert sorted(v for k, v in p.items() if k.endswith(grp)) == sorted(v for k, v in ns.items() if k.endswith(grp))
         seen.add(tuple(p.values()))
     assert len(seen) > 1
+
+
+def test_inputs_of_stops_the_block_but_records_what_collect_inputs_records() -> None:
+    from iclr25.compress import collect_inputs
+    from iclr25.compress.allocation import _inputs_of
+
+    m, ids = _model()
+    h = m.embeddings(ids)
+    with torch.no_grad():
+        for name, layer in _layers_of(0, m.layers[0]).items():
+            assert torch.equal(_inputs_of(layer, m.layers[0], h), collect_inputs(layer, lambda: m.layers[0](h))), name
+    assert not any(layer._forward_pre_hooks for layer in _layers_of(0, m.layers[0]).values())

@@ -26,7 +26,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from iclr25.compress.layers import collect_inputs
 from iclr25.compress.masks import c4n_mask, wanda_mask
 from iclr25.compress.obs import compensate, input_hessian, sparsegpt_prune
 
@@ -89,6 +88,34 @@ def solve(solver: str | Solver, W: Tensor, X: Tensor, n: int) -> Tensor:
 
 # ---------------------------------------------------------------- pruning a stack of blocks
 
+class _Recorded(Exception):
+    """Raised by :func:`_inputs_of`'s hook to stop a block once the layer's input is recorded."""
+
+
+def _inputs_of(layer: nn.Linear, block: nn.Module, h: Tensor) -> Tensor:
+    """What ``layer`` receives when ``block(h)`` runs, flattened to ``(n_tokens, in_features)``, as
+    ``iclr25.compress.collect_inputs`` returns it; the block stops right after the layer's input is
+    seen, so the rest of it (for the first layers of a Mamba block: the scan) is not computed."""
+    seen: list[Tensor] = []
+
+    def record(_module: nn.Module, args: tuple) -> None:
+        x = args[0].detach()
+        seen.append(x.reshape(-1, x.shape[-1]))
+        raise _Recorded
+
+    handle = layer.register_forward_pre_hook(record)
+    try:
+        with torch.no_grad():
+            block(h)
+    except _Recorded:
+        pass
+    finally:
+        handle.remove()
+    if not seen:
+        raise ValueError("the layer was never called by its block")
+    return seen[0]
+
+
 @torch.no_grad()
 def prune_blocks_(blocks: Sequence[nn.Module], h0: Tensor,
                   layers_of: Callable[[int, nn.Module], Mapping[str, nn.Linear]],
@@ -99,7 +126,7 @@ def prune_blocks_(blocks: Sequence[nn.Module], h0: Tensor,
     ``h0 (b, l, d)`` is the calibration input of the first block; ``layers_of(i, block)`` names the
     linear layers of block ``i`` in forward order; ``ns`` gives each name's ``n`` (missing: dense).
     Only the current block is re-run to record a layer's inputs (its input ``h`` is carried from the
-    pruned earlier blocks), so the cost is about (layers per block + 1) block passes per block.
+    pruned earlier blocks), and only up to that layer.
     """
     h = h0
     for i, block in enumerate(blocks):
@@ -107,7 +134,7 @@ def prune_blocks_(blocks: Sequence[nn.Module], h0: Tensor,
             n = ns.get(name, 0)
             if n == 0:
                 continue
-            X = collect_inputs(layer, lambda: block(h))
+            X = _inputs_of(layer, block, h)
             layer.weight.copy_(solve(solver, layer.weight.detach(), X, n))
         h = block(h)
 
@@ -133,7 +160,7 @@ def loss_ratio_table(blocks: Sequence[nn.Module], h0: Tensor,
     table = {}
     for i, block in enumerate(blocks):
         for name, layer in layers_of(i, block).items():
-            X = collect_inputs(layer, lambda: block(inputs[i]))
+            X = _inputs_of(layer, block, inputs[i])
             W = layer.weight.detach().clone()
             row = []
             for n in ns:
