@@ -286,3 +286,36 @@ def test_weak_feedback_committed_runs_consistent():
     for c, rows in r["student_grid"].items():
         best = max(rows, key=lambda g: g["sampled"])
         assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])
+
+
+def test_rule_labels_learn_the_mode_order():
+    """The prompt-type rule: with gold labels on D_l it labels every harmful pair of D_u correctly,
+    keeps the fallback label on same-mode pairs, and never reads more than the prompt kind and modes."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.dpo import response_mode
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 3)
+    L, U = d.pool[:400], d.unlabeled
+    rl = WF.rule_labels(L, WF.gold_labels(L), U, d.human_u)
+    acc = WF.kind_accuracy(rl, U)
+    assert acc["H"] == 1.0
+    same = np.array([response_mode(p.y1) == response_mode(p.y2) for p in U])
+    assert (rl[same] == d.human_u[same]).all() and same.any() and (~same).any()
+    # swapping the two responses of every pair swaps the rule's label on distinct-mode pairs
+    swapped = [type(p)(p.prompt, p.y2, p.y1, p.r2, p.r1, p.kind, p.entity) for p in U]
+    rs = WF.rule_labels(L, WF.gold_labels(L), swapped, 1 - d.human_u)
+    assert (rs == 1 - rl).all()
+
+
+def test_weak_feedback_committed_students_consistent():
+    """The committed student run loads (sha256 checked), covers the evaluation seeds and conditions, and
+    used the grid's chosen hyper-parameters."""
+    import iclr25.align.weak_feedback as WF
+
+    r, g = WF.load_students(), WF.load_runs()
+    assert [row["seed"] for row in r["students"]] == list(WF.EVAL_SEEDS)
+    assert r["recipe"]["conditions"] == list(WF.STUDENT_CONDS) and r["recipe"]["chosen"] == g["student_chosen"]
+    assert r["recipe"]["grid_sha256"] == g["sha256"]
+    for row in r["students"]:
+        assert set(row) == {"seed", "SFT", *WF.STUDENT_CONDS}

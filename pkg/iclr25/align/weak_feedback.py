@@ -15,8 +15,12 @@ prompts.
 
 ``python -m iclr25.align.weak_feedback`` (about 6 minutes of one CPU core) writes
 ``grids/weak_feedback.json``: the teacher pilot on the tuning seed (epochs), the ``|D_l|`` sweep on
-the evaluation seeds, and the student grid (beta x epochs per condition) on the tuning seed. The
-chapter reads it and re-runs parts of it live to show they match.
+the evaluation seeds, and the student grid (beta x epochs per condition) on the tuning seed.
+``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 2.5 minutes) writes
+``grids/weak_feedback_students.json``: the students on human, weak-M, prompt-type-rule and gold
+labels on the evaluation seeds with the grid's chosen hyper-parameters (``--part students --merge
+A.json B.json`` joins runs over disjoint seeds). The chapter reads both and re-runs parts live to
+show they match.
 """
 
 from __future__ import annotations
@@ -95,6 +99,27 @@ def kind_accuracy(labels: np.ndarray, pairs: Sequence[PreferencePair]) -> dict[s
     for k in KINDS:
         i = np.flatnonzero(kinds == k)
         out[k] = label_accuracy(np.asarray(labels)[i], [pairs[j] for j in i])
+    return out
+
+
+def rule_labels(labeled: Sequence[PreferencePair], labels: np.ndarray, pairs: Sequence[PreferencePair],
+                fallback: np.ndarray) -> np.ndarray:
+    """The trivial prompt-type rule: for each prompt kind and pair of response modes (refusal, idk,
+    harmful, answer), the majority vote of ``labels`` on ``labeled`` says which mode wins; pairs of two
+    answers of the same mode, and mode pairs the vote does not decide, keep ``fallback`` (N,)."""
+    votes: dict[tuple, list[int]] = {}
+    for p, lab in zip(labeled, np.asarray(labels)):
+        m1, m2 = response_mode(p.y1), response_mode(p.y2)
+        if m1 != m2:
+            key, first_wins = (p.kind, *sorted((m1, m2))), (int(lab) == 1) == (m1 < m2)
+            votes.setdefault(key, [0, 0])[0 if first_wins else 1] += 1
+    out = np.array(fallback, copy=True)
+    for i, p in enumerate(pairs):
+        m1, m2 = response_mode(p.y1), response_mode(p.y2)
+        v = votes.get((p.kind, *sorted((m1, m2)))) if m1 != m2 else None
+        if v is not None and v[0] != v[1]:
+            low_wins = v[0] > v[1]                       # the alphabetically first mode wins the vote
+            out[i] = int(low_wins == (m1 < m2))
     return out
 
 
@@ -228,6 +253,87 @@ def student_grid(pre: dict, world: World, epochs: dict[str, float], verbose: boo
                                                          "sampled": g["sampled"]} for c, g in chosen.items()}}
 
 
+STUDENT_FILE = Path(__file__).parent / "grids" / "weak_feedback_students.json"
+STUDENT_CONDS = ("human", "weak-M", "rule", "gold")
+
+
+def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: dict[str, float],
+                     chosen: dict[str, dict]) -> dict[str, Any]:
+    """One evaluation seed of the student level: SFT reference and the students on human, weak-M,
+    rule (the prompt-type rule on the human labels of D_l, human labels elsewhere) and gold labels of
+    the first ``n_student`` pairs of D_u, each with its tuned (beta, epochs) from ``chosen`` (the
+    rule student uses the human student's). Per condition: mean gold reward of sampled and greedy
+    answers, per prompt kind, and the final chosen/rejected log-prob change."""
+    d = seed_data(world, s)
+    tref = teacher_reference(pre["small"][0], world, d, n_score=N_LABELED)
+    weak = teacher_labels_on_u(tref, world, d, N_LABELED, d.human_pool, epochs["small"])
+    rule = rule_labels(d.pool[:N_LABELED], d.human_pool[:N_LABELED], d.unlabeled, d.human_u)
+    sref = student_reference(pre["base"][0], world, d, n_student)
+    data = student_data(d, {"weak-M": weak, "rule": rule}, sref, n_student)
+    kinds = np.array([prompt_kind(world, p)[0] for p in d.eval_prompts])
+
+    def summary(r: dict) -> dict[str, Any]:
+        out = {"sampled": float(r["sampled"].mean()), "greedy": float(r["greedy"].mean()),
+               **{f"sampled_{k}": float(r["sampled"][kinds == k].mean()) for k in KINDS}, "modes": r["modes"]}
+        if "trace" in r:
+            out["chosen"], out["rejected"] = float(r["trace"]["chosen"][-1]), float(r["trace"]["rejected"][-1])
+        return out
+
+    row = {"seed": s, "SFT": summary(answer_stats(sref.model, world, d))}
+    for c in STUDENT_CONDS:
+        hp = chosen["human" if c == "rule" else c]
+        row[c] = summary(student_eval(sref, world, d, *data[c], beta=hp["beta"], epochs=hp["epochs"]))
+    return row
+
+
+def student_runs(seeds: Sequence[int] = EVAL_SEEDS, n_student: int = N_STUDENT, out: Path | None = STUDENT_FILE,
+                 verbose: bool = True) -> dict[str, Any]:
+    """The committed student level over ``seeds`` (``python -m iclr25.align.weak_feedback --part students``)."""
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    runs = load_runs()
+    pre = {n: load_world_lm(n) for n in ("small", "base")}
+    world = pre["small"][1]
+    rows = []
+    for s in seeds:
+        rows.append(student_seed_run(pre, world, s, n_student, runs["teacher_epochs"], runs["student_chosen"]))
+        if verbose:
+            print("student seed", s, {c: round(rows[-1][c]["sampled"], 3) for c in ("SFT", *STUDENT_CONDS)},
+                  round(time.process_time() - t0), flush=True)
+    res = {"recipe": {**recipe(seeds), "n_student": n_student, "conditions": list(STUDENT_CONDS),
+                      "chosen": runs["student_chosen"], "grid_sha256": runs["sha256"]}, "students": rows,
+           "cpu_s": round(time.process_time() - t0, 1)}
+    res["sha256"] = _sha({k: v for k, v in res.items() if k != "cpu_s"})
+    if out is not None:
+        out.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def merge_students(paths: Sequence[Path], out: Path | None = STUDENT_FILE) -> dict[str, Any]:
+    """Join student runs over disjoint seeds (the same recipe otherwise) into one record."""
+    parts = [load_students(p) for p in paths]
+    rows = sorted((r for p in parts for r in p["students"]), key=lambda r: r["seed"])
+    seeds = [r["seed"] for r in rows]
+    rec = {**parts[0]["recipe"], "eval_seeds": seeds}
+    for p in parts[1:]:
+        if {k: v for k, v in p["recipe"].items() if k != "eval_seeds"} != \
+                {k: v for k, v in rec.items() if k != "eval_seeds"} or len(set(seeds)) != len(seeds):
+            raise ValueError("student parts differ in recipe or overlap in seeds")
+    res = {"recipe": rec, "students": rows, "cpu_s": round(sum(p["cpu_s"] for p in parts), 1)}
+    res["sha256"] = _sha({k: v for k, v in res.items() if k != "cpu_s"})
+    if out is not None:
+        out.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def load_students(path: Path = STUDENT_FILE) -> dict[str, Any]:
+    """The committed student level; checks its sha256."""
+    res = json.loads(path.read_text())
+    if _sha({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
+        raise ValueError(f"{path}: sha256 does not match its content")
+    return res
+
+
 def recipe(seeds: Sequence[int]) -> dict[str, Any]:
     return {"target": TARGET, "tau": TAU, "n_pool": N_POOL, "n_labeled": N_LABELED, "n_unlabeled": N_UNLABELED,
             "sizes": list(SIZES), "sft_steps": SFT_STEPS, "teacher": TEACHER, "teacher_epochs_grid": list(TEACHER_EPOCHS),
@@ -274,11 +380,15 @@ def main() -> None:
     and ``--merge PART.json ...`` assembles them (the same numbers: every part is deterministic)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=GRID_FILE)
-    ap.add_argument("--part", choices=["pilot", "sweep", "student"])
+    ap.add_argument("--part", choices=["pilot", "sweep", "student", "students"])
+    ap.add_argument("--n-student", type=int, default=N_STUDENT)
     ap.add_argument("--seeds", type=int, nargs="*", default=list(EVAL_SEEDS))
     ap.add_argument("--epochs", type=float, nargs=2)
     ap.add_argument("--merge", type=Path, nargs="*")
     args = ap.parse_args()
+    if args.merge and args.part == "students":
+        print("merged; cpu s:", merge_students(args.merge, args.out if args.out != GRID_FILE else STUDENT_FILE)["cpu_s"])
+        return
     if args.merge:
         parts, cpu = {}, 0.0
         for f in args.merge:
@@ -295,6 +405,10 @@ def main() -> None:
         parts["sweep"] = sorted(parts["sweep"], key=lambda r: r["seed"])
         res = finish(parts, [r["seed"] for r in parts["sweep"]], cpu, args.out)
         print("merged; cpu s:", res["cpu_s"])
+        return
+    if args.part == "students":
+        res = student_runs(args.seeds, args.n_student, out=args.out if args.out != GRID_FILE else STUDENT_FILE)
+        print("cpu s:", res["cpu_s"])
         return
     if args.part is None:
         res = run_all(out=args.out, seeds=args.seeds)
