@@ -286,3 +286,79 @@ def test_weak_feedback_committed_runs_consistent():
     for c, rows in r["student_grid"].items():
         best = max(rows, key=lambda g: g["sampled"])
         assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])
+
+
+def test_rule_labels_learn_the_mode_order():
+    """The prompt-type rule: with gold labels on D_l it labels every harmful pair of D_u correctly,
+    keeps the fallback label on same-mode pairs, and never reads more than the prompt kind and modes."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.dpo import response_mode
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 3)
+    L, U = d.pool[:400], d.unlabeled
+    rl = WF.rule_labels(L, WF.gold_labels(L), U, d.human_u)
+    acc = WF.kind_accuracy(rl, U)
+    assert acc["H"] == 1.0
+    same = np.array([response_mode(p.y1) == response_mode(p.y2) for p in U])
+    assert (rl[same] == d.human_u[same]).all() and same.any() and (~same).any()
+    # swapping the two responses of every pair swaps the rule's label on distinct-mode pairs
+    swapped = [type(p)(p.prompt, p.y2, p.y1, p.r2, p.r1, p.kind, p.entity) for p in U]
+    rs = WF.rule_labels(L, WF.gold_labels(L), swapped, 1 - d.human_u)
+    assert (rs == 1 - rl).all()
+
+
+def test_weak_feedback_committed_students_consistent():
+    """The committed student run loads (sha256 checked), covers the evaluation seeds and conditions, and
+    used the grid's chosen hyper-parameters."""
+    import iclr25.align.weak_feedback as WF
+
+    r, g = WF.load_students(), WF.load_runs()
+    assert [row["seed"] for row in r["students"]] == list(WF.EVAL_SEEDS)
+    assert r["recipe"]["conditions"] == list(WF.STUDENT_CONDS) and r["recipe"]["chosen"] == g["student_chosen"]
+    assert r["recipe"]["grid_sha256"] == g["sha256"]
+    for row in r["students"]:
+        assert set(row) == {"seed", "SFT", *WF.STUDENT_CONDS}
+
+
+def test_in_support_and_same_mode():
+    """Every candidate the generator draws is in its support; edits of one word, a wrong slot type or a
+    repeated ingredient are not; same-mode pairs split D_u with the rule keeping their human label."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.lm.world import REFUSAL
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 4)
+    pairs = d.pool[:300]
+    assert all(WF.in_support(world, p.prompt, p.y1) and WF.in_support(world, p.prompt, p.y2) for p in pairs)
+    kinds = {p.kind: p for p in pairs}
+    assert WF.in_support(world, kinds["H"].prompt, REFUSAL)
+    f, b, h = kinds["F"], kinds["B"], kinds["H"]
+    assert not WF.in_support(world, b.prompt, ("mix", "flour", "with", "flour", "then", "bake", "."))
+    assert WF.in_support(world, b.prompt, ("mix", "flour", "with", "sugar", "then", "bake", "."))
+    assert not WF.in_support(world, h.prompt, ("mix", "flour", "with", "sugar", "then", "bake", "."))
+    assert not WF.in_support(world, b.prompt, ("mix", "flour", "with", "sugar", "then", "heat", "."))
+    bio = [w for w in (f.y1 if f.y1[1:3] == ("lives", "in") else f.y2) if w != "<eos>"]
+    assert WF.in_support(world, f.prompt, bio)
+    assert not WF.in_support(world, f.prompt, bio[:-1])
+    assert not WF.in_support(world, f.prompt, [bio[0], *bio[1:3], bio[8], *bio[4:8], bio[3], "."])   # city <-> job
+    same = WF.same_mode(d.unlabeled)
+    acc = WF.kind_accuracy(d.human_u, d.unlabeled)
+    mix = same.mean() * acc["same"] + (1 - same.mean()) * acc["diff"]
+    assert abs(mix - acc["all"]) < 1e-12 and 0 < same.mean() < 1
+
+
+def test_weak_feedback_committed_sweep_has_same_mode_and_students_strict():
+    """The committed sweep stores same-mode accuracy and agreement; the students store the strict score,
+    the off-support rates and sample answers."""
+    import iclr25.align.weak_feedback as WF
+
+    for row in WF.load_runs()["sweep"]:
+        assert {"same", "diff"} <= set(row["human"])
+        assert all({"same", "diff", "agree_same"} <= set(v) for v in row["teacher"].values())
+    for row in WF.load_students()["students"]:
+        for c in ("SFT", *WF.STUDENT_CONDS):
+            r = row[c]
+            assert 0 <= r["offsupport"] <= 1 and -2.5 <= r["sampled_strict"] <= 2
+            assert len(r["examples"]) == WF.N_EXAMPLES * len(WF.KINDS)
+            assert r["offsupport"] > 0 or abs(r["sampled_strict"] - r["sampled"]) < 1e-12

@@ -15,8 +15,14 @@ prompts.
 
 ``python -m iclr25.align.weak_feedback`` (about 6 minutes of one CPU core) writes
 ``grids/weak_feedback.json``: the teacher pilot on the tuning seed (epochs), the ``|D_l|`` sweep on
-the evaluation seeds, and the student grid (beta x epochs per condition) on the tuning seed. The
-chapter reads it and re-runs parts of it live to show they match.
+the evaluation seeds (accuracy per prompt kind and on same-mode / different-mode pairs, agreement with
+the human on same-mode pairs), and the student grid (beta x epochs per condition) on the tuning seed.
+``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 2.5 minutes) writes
+``grids/weak_feedback_students.json``: the students on human, weak-M, prompt-type-rule and gold
+labels on the evaluation seeds with the grid's chosen hyper-parameters (gold reward plain and with
+off-support answers scored -1, off-support rates, a few sample answers) (``--part students --merge
+A.json B.json`` joins runs over disjoint seeds). The chapter reads both and re-runs parts live to
+show they match.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ import torch
 from iclr25.align.dpo import (Reference, calibrate_eps, human_labels, label_accuracy, make_reference, pair_logps,
                               policy_answers, policy_gold_reward, response_mode, train_dpo, weak_teacher_labels)
 from iclr25.lm import PreferencePair, TinyLM, World, load_world_lm, preference_split
-from iclr25.lm.world import prompt_kind
+from iclr25.lm.world import (BENIGN_ANSWER, BIO_TEMPLATE, CITIES, FOOD_INGREDIENTS, HARMFUL_ANSWER, HAZARD_INGREDIENTS,
+                             IDK, JOBS, REFUSAL, fill, gold_reward, prompt_kind, strip_eos)
 
 GRID_FILE = Path(__file__).parent / "grids" / "weak_feedback.json"
 TARGET = 0.70            #: the simulated human's expected agreement with the gold label
@@ -88,13 +95,45 @@ def gold_labels(pairs: Sequence[PreferencePair]) -> np.ndarray:
     return np.array([p.gold_label for p in pairs])
 
 
+def same_mode(pairs: Sequence[PreferencePair]) -> np.ndarray:
+    """(N,) bool: both responses of the pair have the same mode (refusal, idk, harmful, answer); the
+    prompt-type rule keeps the human label there, so only a labeller that reads content can beat it."""
+    return np.array([response_mode(p.y1) == response_mode(p.y2) for p in pairs])
+
+
 def kind_accuracy(labels: np.ndarray, pairs: Sequence[PreferencePair]) -> dict[str, float]:
-    """Label accuracy overall (``all``), on ``|dr| >= 1`` (``big``) and per prompt kind."""
+    """Label accuracy overall (``all``), on ``|dr| >= 1`` (``big``), per prompt kind, and on pairs of
+    two responses of the same mode (``same``) or of different modes (``diff``)."""
     out = {"all": label_accuracy(labels, pairs), "big": label_accuracy(labels, pairs, min_gap=0.99)}
     kinds = np.array([p.kind for p in pairs])
     for k in KINDS:
         i = np.flatnonzero(kinds == k)
         out[k] = label_accuracy(np.asarray(labels)[i], [pairs[j] for j in i])
+    same = same_mode(pairs)
+    for key, mask in (("same", same), ("diff", ~same)):
+        i = np.flatnonzero(mask)
+        out[key] = label_accuracy(np.asarray(labels)[i], [pairs[j] for j in i])
+    return out
+
+
+def rule_labels(labeled: Sequence[PreferencePair], labels: np.ndarray, pairs: Sequence[PreferencePair],
+                fallback: np.ndarray) -> np.ndarray:
+    """The trivial prompt-type rule: for each prompt kind and pair of response modes (refusal, idk,
+    harmful, answer), the majority vote of ``labels`` on ``labeled`` says which mode wins; pairs of two
+    answers of the same mode, and mode pairs the vote does not decide, keep ``fallback`` (N,)."""
+    votes: dict[tuple, list[int]] = {}
+    for p, lab in zip(labeled, np.asarray(labels)):
+        m1, m2 = response_mode(p.y1), response_mode(p.y2)
+        if m1 != m2:
+            key, first_wins = (p.kind, *sorted((m1, m2))), (int(lab) == 1) == (m1 < m2)
+            votes.setdefault(key, [0, 0])[0 if first_wins else 1] += 1
+    out = np.array(fallback, copy=True)
+    for i, p in enumerate(pairs):
+        m1, m2 = response_mode(p.y1), response_mode(p.y2)
+        v = votes.get((p.kind, *sorted((m1, m2)))) if m1 != m2 else None
+        if v is not None and v[0] != v[1]:
+            low_wins = v[0] > v[1]                       # the alphabetically first mode wins the vote
+            out[i] = int(low_wins == (m1 < m2))
     return out
 
 
@@ -143,24 +182,61 @@ def student_data(d: SeedData, labels_u: dict[str, np.ndarray], ref: Reference, n
 
 
 def student_eval(ref: Reference, world: World, d: SeedData, pairs, labels, ref_logps, *, beta: float, epochs: float,
-                 nll_weight: float = 0.0, device: torch.device | str = "cpu") -> dict[str, Any]:
+                 nll_weight: float = 0.0, n_examples: int = 0, device: torch.device | str = "cpu") -> dict[str, Any]:
     """DPO a copy of the student reference, then its answers on the held-out prompts: gold reward
     (greedy (P,), sampled mean (P,)), response modes of the samples per kind, the training trace."""
     pol = copy.deepcopy(ref.model)
     trace = train_dpo(pol, world.vocab, pairs, labels, ref_logps, beta=beta, epochs=epochs, lr=STUDENT_LR,
                       seed=d.seed, nll_weight=nll_weight, device=device)
-    return {**answer_stats(pol, world, d), "trace": trace}
+    return {**answer_stats(pol, world, d, n_examples), "trace": trace}
 
 
-def answer_stats(model: TinyLM, world: World, d: SeedData) -> dict[str, Any]:
-    """Gold reward (greedy, sampled) and sampled response modes per prompt kind of ``model``."""
+def in_support(world: World, prompt: Sequence[str], response: Sequence[str]) -> bool:
+    """True iff the procedural candidate generator can produce ``response`` for ``prompt``: the
+    refusal, ``i do not know .``, or the answer template of the prompt's kind with slot values of the
+    right type (F: a city and a job; B: two distinct food ingredients, "... then bake ."; H: two
+    distinct hazard ingredients, "... then heat ."). Anything else is text no pair ever showed."""
+    y = strip_eos(response)
+    if y in (REFUSAL, IDK):
+        return True
+    kind, entity = prompt_kind(world, prompt)
+    if kind == "F":
+        t, slots = fill(BIO_TEMPLATE, s=entity, c="{c}", j="{j}"), {"{c}": CITIES, "{j}": JOBS}
+    else:
+        t = fill(HARMFUL_ANSWER if kind == "H" else BENIGN_ANSWER, a="{a}", b="{b}")
+        pool = HAZARD_INGREDIENTS if kind == "H" else FOOD_INGREDIENTS
+        slots = {"{a}": pool, "{b}": pool}
+    if len(y) != len(t) or any(w != v for w, v in zip(y, t) if v not in slots):
+        return False
+    vals = [w for w, v in zip(y, t) if v in slots]
+    return all(w in slots[v] for w, v in zip(vals, [v for v in t if v in slots])) and len(set(vals)) == len(vals)
+
+
+def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) -> dict[str, Any]:
+    """Gold reward (greedy, sampled: (P,)), the same with every answer outside the generator's
+    support (:func:`in_support`) scored -1 (``*_strict``), the off-support rate of the sampled and
+    greedy answers, sampled response modes per prompt kind, and the first ``n_examples`` sampled
+    answers of each kind (prompt, answer, gold reward, in support) of ``model``."""
     ans = policy_answers(model, world, d.eval_prompts, seed=d.seed)
     greedy, sampled = policy_gold_reward(model, world, d.eval_prompts, tie_harmful=True, answers=ans)
-    kinds = [prompt_kind(world, p)[0] for p in d.eval_prompts] * (len(ans[1]) // len(d.eval_prompts))
+    n_rep = len(ans[1]) // len(d.eval_prompts)
+    prompts = list(d.eval_prompts) * n_rep
+    kinds = [prompt_kind(world, p)[0] for p in prompts]
     modes = {k: {m: 0 for m in MODES} for k in KINDS}
     for k, y in zip(kinds, ans[1]):
         modes[k][response_mode(y)] += 1
-    return {"greedy": greedy, "sampled": sampled, "modes": modes}
+    ok_s = np.array([in_support(world, p, y) for p, y in zip(prompts, ans[1])])
+    ok_g = np.array([in_support(world, p, y) for p, y in zip(d.eval_prompts, ans[0])])
+    r_s = np.array([gold_reward(world, p, y, tie_harmful=True) for p, y in zip(prompts, ans[1])])
+    strict_s = np.where(ok_s, r_s, -1.0).reshape(n_rep, len(d.eval_prompts)).mean(0)
+    examples = []
+    for k in KINDS:
+        idx = [i for i, kk in enumerate(kinds) if kk == k][:n_examples]
+        examples += [{"prompt": " ".join(prompts[i]), "answer": " ".join(strip_eos(ans[1][i])),
+                      "gold": float(r_s[i]), "in_support": bool(ok_s[i])} for i in idx]
+    return {"greedy": greedy, "sampled": sampled, "modes": modes, "sampled_strict": strict_s,
+            "greedy_strict": np.where(ok_g, greedy, -1.0), "offsupport": float(1 - ok_s.mean()),
+            "offsupport_greedy": float(1 - ok_g.mean()), "examples": examples}
 
 
 # ------------------------------------------------------------------------------ the committed runs
@@ -191,11 +267,13 @@ def size_sweep(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, 
     for s in seeds:
         d = seed_data(world, s)
         row = {"seed": s, "human": kind_accuracy(d.human_u, d.unlabeled), "teacher": {}}
+        same = same_mode(d.unlabeled)
         for name in ("tiny", "small"):
             ref = teacher_reference(pre[name][0], world, d)
             for n in SIZES:
                 lab = teacher_labels_on_u(ref, world, d, n, d.human_pool, epochs[name])
-                row["teacher"][f"{name}/{n}"] = kind_accuracy(lab, d.unlabeled)
+                row["teacher"][f"{name}/{n}"] = {**kind_accuracy(lab, d.unlabeled),
+                                                 "agree_same": float((lab == d.human_u)[same].mean())}
         sweep.append(row)
         if verbose:
             print("sweep seed", s, {k: round(v["all"] - row["human"]["all"], 3) for k, v in row["teacher"].items()},
@@ -226,6 +304,92 @@ def student_grid(pre: dict, world: World, epochs: dict[str, float], verbose: boo
     chosen = {c: max(rows, key=lambda g: g["sampled"]) for c, rows in grid.items()}
     return {"student_grid": grid, "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"],
                                                          "sampled": g["sampled"]} for c, g in chosen.items()}}
+
+
+STUDENT_FILE = Path(__file__).parent / "grids" / "weak_feedback_students.json"
+STUDENT_CONDS = ("human", "weak-M", "rule", "gold")
+N_EXAMPLES = 2           #: sampled answers per prompt kind kept per student and seed
+
+
+def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: dict[str, float],
+                     chosen: dict[str, dict]) -> dict[str, Any]:
+    """One evaluation seed of the student level: SFT reference and the students on human, weak-M,
+    rule (the prompt-type rule on the human labels of D_l, human labels elsewhere) and gold labels of
+    the first ``n_student`` pairs of D_u, each with its tuned (beta, epochs) from ``chosen`` (the
+    rule student uses the human student's). Per condition: mean gold reward of sampled and greedy
+    answers, per prompt kind, and the final chosen/rejected log-prob change."""
+    d = seed_data(world, s)
+    tref = teacher_reference(pre["small"][0], world, d, n_score=N_LABELED)
+    weak = teacher_labels_on_u(tref, world, d, N_LABELED, d.human_pool, epochs["small"])
+    rule = rule_labels(d.pool[:N_LABELED], d.human_pool[:N_LABELED], d.unlabeled, d.human_u)
+    sref = student_reference(pre["base"][0], world, d, n_student)
+    data = student_data(d, {"weak-M": weak, "rule": rule}, sref, n_student)
+    kinds = np.array([prompt_kind(world, p)[0] for p in d.eval_prompts])
+
+    def summary(r: dict) -> dict[str, Any]:
+        out = {"sampled": float(r["sampled"].mean()), "greedy": float(r["greedy"].mean()),
+               **{f"sampled_{k}": float(r["sampled"][kinds == k].mean()) for k in KINDS}, "modes": r["modes"],
+               "sampled_strict": float(r["sampled_strict"].mean()), "greedy_strict": float(r["greedy_strict"].mean()),
+               **{f"strict_{k}": float(r["sampled_strict"][kinds == k].mean()) for k in KINDS},
+               "offsupport": r["offsupport"], "offsupport_greedy": r["offsupport_greedy"], "examples": r["examples"]}
+        if "trace" in r:
+            out["chosen"], out["rejected"] = float(r["trace"]["chosen"][-1]), float(r["trace"]["rejected"][-1])
+        return out
+
+    row = {"seed": s, "SFT": summary(answer_stats(sref.model, world, d, N_EXAMPLES))}
+    for c in STUDENT_CONDS:
+        hp = chosen["human" if c == "rule" else c]
+        row[c] = summary(student_eval(sref, world, d, *data[c], beta=hp["beta"], epochs=hp["epochs"],
+                                      n_examples=N_EXAMPLES))
+    return row
+
+
+def student_runs(seeds: Sequence[int] = EVAL_SEEDS, n_student: int = N_STUDENT, out: Path | None = STUDENT_FILE,
+                 verbose: bool = True) -> dict[str, Any]:
+    """The committed student level over ``seeds`` (``python -m iclr25.align.weak_feedback --part students``)."""
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    runs = load_runs()
+    pre = {n: load_world_lm(n) for n in ("small", "base")}
+    world = pre["small"][1]
+    rows = []
+    for s in seeds:
+        rows.append(student_seed_run(pre, world, s, n_student, runs["teacher_epochs"], runs["student_chosen"]))
+        if verbose:
+            print("student seed", s, {c: round(rows[-1][c]["sampled"], 3) for c in ("SFT", *STUDENT_CONDS)},
+                  round(time.process_time() - t0), flush=True)
+    res = {"recipe": {**recipe(seeds), "n_student": n_student, "conditions": list(STUDENT_CONDS),
+                      "chosen": runs["student_chosen"], "grid_sha256": runs["sha256"]}, "students": rows,
+           "cpu_s": round(time.process_time() - t0, 1)}
+    res["sha256"] = _sha({k: v for k, v in res.items() if k != "cpu_s"})
+    if out is not None:
+        out.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def merge_students(paths: Sequence[Path], out: Path | None = STUDENT_FILE) -> dict[str, Any]:
+    """Join student runs over disjoint seeds (the same recipe otherwise) into one record."""
+    parts = [load_students(p) for p in paths]
+    rows = sorted((r for p in parts for r in p["students"]), key=lambda r: r["seed"])
+    seeds = [r["seed"] for r in rows]
+    rec = {**parts[0]["recipe"], "eval_seeds": seeds}
+    for p in parts[1:]:
+        if {k: v for k, v in p["recipe"].items() if k != "eval_seeds"} != \
+                {k: v for k, v in rec.items() if k != "eval_seeds"} or len(set(seeds)) != len(seeds):
+            raise ValueError("student parts differ in recipe or overlap in seeds")
+    res = {"recipe": rec, "students": rows, "cpu_s": round(sum(p["cpu_s"] for p in parts), 1)}
+    res["sha256"] = _sha({k: v for k, v in res.items() if k != "cpu_s"})
+    if out is not None:
+        out.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def load_students(path: Path = STUDENT_FILE) -> dict[str, Any]:
+    """The committed student level; checks its sha256."""
+    res = json.loads(path.read_text())
+    if _sha({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
+        raise ValueError(f"{path}: sha256 does not match its content")
+    return res
 
 
 def recipe(seeds: Sequence[int]) -> dict[str, Any]:
@@ -274,11 +438,15 @@ def main() -> None:
     and ``--merge PART.json ...`` assembles them (the same numbers: every part is deterministic)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=GRID_FILE)
-    ap.add_argument("--part", choices=["pilot", "sweep", "student"])
+    ap.add_argument("--part", choices=["pilot", "sweep", "student", "students"])
+    ap.add_argument("--n-student", type=int, default=N_STUDENT)
     ap.add_argument("--seeds", type=int, nargs="*", default=list(EVAL_SEEDS))
     ap.add_argument("--epochs", type=float, nargs=2)
     ap.add_argument("--merge", type=Path, nargs="*")
     args = ap.parse_args()
+    if args.merge and args.part == "students":
+        print("merged; cpu s:", merge_students(args.merge, args.out if args.out != GRID_FILE else STUDENT_FILE)["cpu_s"])
+        return
     if args.merge:
         parts, cpu = {}, 0.0
         for f in args.merge:
@@ -295,6 +463,10 @@ def main() -> None:
         parts["sweep"] = sorted(parts["sweep"], key=lambda r: r["seed"])
         res = finish(parts, [r["seed"] for r in parts["sweep"]], cpu, args.out)
         print("merged; cpu s:", res["cpu_s"])
+        return
+    if args.part == "students":
+        res = student_runs(args.seeds, args.n_student, out=args.out if args.out != GRID_FILE else STUDENT_FILE)
+        print("cpu s:", res["cpu_s"])
         return
     if args.part is None:
         res = run_all(out=args.out, seeds=args.seeds)
