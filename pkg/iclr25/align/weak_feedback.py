@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ import torch
 
 from iclr25.align.dpo import (Reference, calibrate_eps, human_labels, label_accuracy, make_reference, pair_logps,
                               policy_answers, policy_gold_reward, response_mode, train_dpo, weak_teacher_labels)
+from iclr25.common.digest import json_sha256
 from iclr25.lm import PreferencePair, TinyLM, World, load_world_lm, preference_split
 from iclr25.lm.world import (BENIGN_ANSWER, BIO_TEMPLATE, CITIES, FOOD_INGREDIENTS, HARMFUL_ANSWER, HAZARD_INGREDIENTS,
                              IDK, JOBS, REFUSAL, fill, gold_reward, prompt_kind, strip_eos)
@@ -242,10 +242,6 @@ def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) 
 # ------------------------------------------------------------------------------ the committed runs
 
 
-def _sha(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
-
-
 def teacher_pilot(pre: dict, world: World, verbose: bool = True) -> dict[str, Any]:
     """Teacher epochs on the tuning seed: accuracy on D_u of teachers DPO'd on the human labels of D_l."""
     d0 = seed_data(world, TUNING_SEED)
@@ -361,7 +357,7 @@ def student_runs(seeds: Sequence[int] = EVAL_SEEDS, n_student: int = N_STUDENT, 
     res = {"recipe": {**recipe(seeds), "n_student": n_student, "conditions": list(STUDENT_CONDS),
                       "chosen": runs["student_chosen"], "grid_sha256": runs["sha256"]}, "students": rows,
            "cpu_s": round(time.process_time() - t0, 1)}
-    res["sha256"] = _sha({k: v for k, v in res.items() if k != "cpu_s"})
+    res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
     if out is not None:
         out.write_text(json.dumps(res, indent=1) + "\n")
     return res
@@ -378,7 +374,7 @@ def merge_students(paths: Sequence[Path], out: Path | None = STUDENT_FILE) -> di
                 {k: v for k, v in rec.items() if k != "eval_seeds"} or len(set(seeds)) != len(seeds):
             raise ValueError("student parts differ in recipe or overlap in seeds")
     res = {"recipe": rec, "students": rows, "cpu_s": round(sum(p["cpu_s"] for p in parts), 1)}
-    res["sha256"] = _sha({k: v for k, v in res.items() if k != "cpu_s"})
+    res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
     if out is not None:
         out.write_text(json.dumps(res, indent=1) + "\n")
     return res
@@ -387,7 +383,7 @@ def merge_students(paths: Sequence[Path], out: Path | None = STUDENT_FILE) -> di
 def load_students(path: Path = STUDENT_FILE) -> dict[str, Any]:
     """The committed student level; checks its sha256."""
     res = json.loads(path.read_text())
-    if _sha({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
+    if json_sha256({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
         raise ValueError(f"{path}: sha256 does not match its content")
     return res
 
@@ -403,7 +399,7 @@ def recipe(seeds: Sequence[int]) -> dict[str, Any]:
 def finish(parts: dict[str, Any], seeds: Sequence[int], cpu_s: float, out: Path | None = GRID_FILE) -> dict[str, Any]:
     """Assemble the committed record from the parts and write it with its sha256."""
     res = {"recipe": recipe(seeds), **parts, "cpu_s": round(cpu_s, 1)}
-    res["sha256"] = _sha({k: v for k, v in res.items() if k != "cpu_s"})
+    res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1) + "\n")
@@ -427,7 +423,7 @@ def load_runs(path: Path = GRID_FILE) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"{path} missing: run `python -m iclr25.align.weak_feedback`")
     res = json.loads(path.read_text())
-    if _sha({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
+    if json_sha256({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
         raise ValueError(f"{path}: sha256 does not match its content")
     return res
 
