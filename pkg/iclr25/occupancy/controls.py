@@ -24,7 +24,6 @@ the patience rule, best state kept (:func:`train_pw100`).
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import sys
@@ -32,6 +31,8 @@ import time
 from pathlib import Path
 
 import torch
+
+from iclr25.common.digest import bytes_sha256
 
 from . import pretrained as pt
 from .model import WorldModel
@@ -76,7 +77,7 @@ def no_wp(d: dict) -> dict:
 def state_sha(model: torch.nn.Module) -> str:
     buf = io.BytesIO()
     torch.save({k: v.contiguous() for k, v in model.state_dict().items()}, buf)
-    return hashlib.sha256(buf.getvalue()).hexdigest()
+    return bytes_sha256(buf.getvalue())
 
 
 def train_stage1(name: str, stop_after: int | None = None, data: dict | None = None,

@@ -28,12 +28,13 @@ stage-1 model and two finals; a test bounds the folder).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
 
 import torch
+
+from iclr25.common.digest import file_sha256
 
 from .model import WorldModel
 from .train import Recipe, build_data, finetune, pretrain, scores_of, predict, selection_score
@@ -323,7 +324,7 @@ def load_plateau(probe: dict = PLATEAU, recipe: dict = RECIPE) -> dict:
 
 def stage1_sha(name: str) -> str:
     """sha256 of the committed stage-1 file ``name`` (what a PreWorld fine-tuning started from)."""
-    return hashlib.sha256((WEIGHTS / f"preworld-{name}.pt").read_bytes()).hexdigest()
+    return file_sha256(WEIGHTS / f"preworld-{name}.pt")
 
 
 def _jsonable(ft: dict) -> dict:
