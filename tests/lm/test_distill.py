@@ -181,3 +181,22 @@ def test_miniplm_runs_file_is_small_and_complete():
             assert 0 < r["loss"] < 4 and 0 <= r["fact_acc"] <= 1 and len(r["per_bin"]) == 5
             assert r["curve"][-1][0] in (M.S, runs["recipe"]["S_kd"])
     assert len(runs["tuning"]) == len(M.lr_grid) + len(M.kd_lr_grid) * len(M.beta_grid)
+
+
+def test_full_scale_refuses_a_seed_the_committed_grid_was_not_made_with():
+    from iclr25.lm import miniplm_runs as M
+
+    M.check_seed("full", M.GRID_SEED)
+    M.check_seed("ci", 7)                  # ci trains live: any seed
+    with pytest.raises(ValueError, match=f"seed = {M.GRID_SEED}"):
+        M.check_seed("full", 1)
+
+
+def test_majority_answer_is_the_most_common_table_value():
+    from iclr25.lm import miniplm_runs as M
+
+    table = torch.tensor([[1, 1], [1, 0]])
+    # <bos>, then one fact (keys 2..3) and one copy (symbols 4..5) per document
+    ids = torch.tensor([[1, 2, 3, 3, 4, 5, 5], [1, 3, 3, 2, 4, 4, 4]])
+    value, acc = M.majority_answer(table, ids)
+    assert value == 1 and acc == 0.5         # answers: table[0,1] = 1 (token 3), table[1,1] = 0 (token 2)

@@ -100,7 +100,7 @@ def selections(nll: dict[str, np.ndarray], corpus) -> dict[str, np.ndarray]:
     t = torch.tensor(nll["teacher"])
     out = {"MiniPLM (r)": difference_scores(t, torch.tensor(nll["reference"])), "teacher only": -t,
            "reference only": torch.tensor(nll["reference"]),
-           "random": torch.tensor(np.random.default_rng([0, 5]).random(len(t)))}
+           "random": torch.tensor(np.random.default_rng([GRID_SEED, 5]).random(len(t)))}
     if "reference (teacher-sized)" in nll:
         out["no capacity gap"] = difference_scores(t, torch.tensor(nll["reference (teacher-sized)"]))
         out["oracle (knobs)"] = torch.tensor(corpus.difficulty * (1 - corpus.corruption) ** 3)
@@ -226,6 +226,28 @@ def main(processes: int = 2) -> None:
     RUNS_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
     print(f"wrote {RUNS_FILE} ({RUNS_FILE.stat().st_size / 1e3:.0f} kB): {len(runs) + len(tuning)} runs, "
           f"{out['wall_s']} s wall, {out['cpu_s']} s CPU")
+
+
+GRID_SEED = 0                            # the seed of the committed grid's random selection and spot check
+
+
+def check_seed(scale: str, seed: int) -> None:
+    """Refuse a chapter seed the committed full-scale grid was not made with: at ``full`` the chapter
+    loads the grid (whose random selection was drawn with seed ``GRID_SEED``) and re-trains two of
+    its runs with that seed, so any other seed would compare different selections."""
+    if scale == "full" and int(seed) != GRID_SEED:
+        raise ValueError(f"scale='full' loads the committed grid ({RUNS_FILE.name}), made with seed = {GRID_SEED}; "
+                         f"set seed = {GRID_SEED} (got {seed}), or use scale='ci', which trains live with any seed, "
+                         f"or re-train the grid ({SCRIPT})")
+
+
+def majority_answer(table: torch.Tensor, ids: torch.Tensor) -> tuple[int, float]:
+    """The trivial answer to every fact: the table's most common value. Returns that value (as a
+    key index) and its exact-match accuracy on the fact answers of ``ids`` (the positions that
+    :func:`evaluate` scores)."""
+    value = int(np.bincount(table.reshape(-1).cpu().numpy(), minlength=table.shape[0]).argmax())
+    fact_ans = answer_mask(ids)[:, 1:] & (ids[:, :-1] < 2 + table.shape[0])
+    return value, float((ids[:, 1:][fact_ans] == value + 2).float().mean())
 
 
 def keep_digest(kept: np.ndarray) -> str:
