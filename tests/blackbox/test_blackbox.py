@@ -281,3 +281,21 @@ def test_cmaes_accepts_numpy_and_returns_float64_cpu():
     assert X.dtype == torch.float64 and X.device.type == "cpu" and X.shape == (4, 3)
     es.tell(X.numpy(), np.arange(4.0))
     assert es.mean.shape == (3,)
+
+
+def test_zo_only_accepts_a_fixed_prompt():
+    """ZO-only on a hand-written prompt keeps those tokens; the prompt needs discrete=False."""
+    m, v, _, enc = _bb(0)
+    cands = torch.tensor(v.encode("tell sentiment topic now please the what is"))
+    A = random_projection(4, 16, 6, 0.1, generator=torch.Generator().manual_seed(0))
+    cfg = PromptTuningConfig(batch_size=8, n_samples=4)
+    args = (enc["train"], enc["dev"], enc["test"], cands, 4, A, cfg)
+    manual = torch.tensor(v.encode("what is the sentiment"))
+    r = run_zo_pog(BlackBoxLM(m, v, "sentiment", 24), *args, seed=3, discrete=False, prompt=manual)
+    assert torch.equal(r.prompt, manual) and r.queries == 24 and r.z is not None
+    r_rand = run_zo_pog(BlackBoxLM(m, v, "sentiment", 24), *args, seed=3, discrete=False)
+    assert not torch.equal(r_rand.prompt, manual)
+    with pytest.raises(ValueError):
+        run_zo_pog(BlackBoxLM(m, v, "sentiment", 24), *args, discrete=False, prompt=manual[:3])
+    with pytest.raises(ValueError):
+        run_zo_pog(BlackBoxLM(m, v, "sentiment", 24), *args, prompt=manual)
