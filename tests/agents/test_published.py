@@ -114,3 +114,40 @@ def test_read_labels_are_the_seeded_sample_with_valid_labels():
     # reader_ok follows the label: a failure was handled correctly when the gold or the user is at fault,
     # a success only when the reader agrees with it
     assert all(r["reader_ok"] == int(r["label"] in ("gold_error", "user_error", "ok")) for r in lab)
+
+
+def test_both_readings_are_kept_and_valid():
+    from iclr25.agents.published import cohen_kappa, reader_ok
+
+    fail_labels = {"wrong_args", "wrong_decision", "partial", "user_error", "gold_error"}
+    for r in load_read_labels():
+        for col in ("label_first", "label_second"):
+            assert r[col] in (fail_labels if r["reward"] == 0 else {"ok", "spurious"})
+        assert r["reader_ok"] == reader_ok(r["label"])
+    for h in load_stop_labels():
+        assert h["label_first"] in STOP_LABELS and h["label_second"] in STOP_LABELS
+        # a settled label is one of the two readings
+        assert h["label"] in (h["label_first"], h["label_second"])
+    assert cohen_kappa(list("aabb"), list("aabb")) == 1.0
+    assert abs(cohen_kappa(list("abab"), list("aabb"))) < 1e-12       # agreement at chance
+    assert abs(cohen_kappa(list("aaab"), list("aaba")) - (-1 / 3)) < 1e-12
+
+
+def test_tau2_corrected_tasks():
+    from iclr25.agents.published import PROMPTING, REVISED_TASKS, TAU2_OTHER_FIXES, TAU2_WRONG_GOLD, WRONG_GOLD_TASKS
+
+    # seven "incorrect expected actions" and 22 other fixes, mapped one-to-one onto tau-bench indices 0..49
+    assert len(TAU2_WRONG_GOLD) == 7 and len(TAU2_OTHER_FIXES) == 22
+    assert len(REVISED_TASKS) == 29 and WRONG_GOLD_TASKS <= REVISED_TASKS <= set(range(50))
+    assert WRONG_GOLD_TASKS == {16, 26, 27, 33, 34, 45, 46}
+    # the README's prompting baselines have integer histograms over 50 tasks (inverse binomial transform)
+    from iclr25.agents import integer_histograms
+
+    hists = {a: integer_histograms(np.array(pk), 50) for (_, a), pk in PROMPTING.items()}
+    assert [h.tolist() for h in hists["Act"]] == [[17, 11, 11, 4, 7]]
+    assert [h.tolist() for h in hists["ReAct"]] == [[26, 4, 7, 5, 8]]
+    # the tool-calling row published with them (before commit 888a1e8 replaced it)
+    from iclr25.agents.published import TC_CONTEMPORARY
+
+    assert [h.tolist() for h in integer_histograms(np.array(TC_CONTEMPORARY["airline", "gpt-4o"]), 50)] \
+        == [[16, 13, 8, 5, 8]]

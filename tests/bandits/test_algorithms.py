@@ -221,3 +221,13 @@ def test_pooled_equals_per_batch_with_one_estimator():
     d_ = batched_elimination(env, 3000, np.array([500, 1000, 3000]), lam=0.01)
     # batch 2 alone (500 rounds) cannot eliminate at this gap, batches 1-2 pooled (1000 rounds) can
     assert c.total().sum() < 0.9 * d_.total().sum()
+
+
+def test_batched_linucb_per_instance_beta_scale_matches_separate_runs():
+    from iclr25.bandits import make_needle_env
+    env = make_needle_env(np.array([0.05, 0.3]), 2, 4, seed=5, noise_sd=0.1, streams=2)
+    grid = np.array([50, 200, 400])
+    tiled = batched_linucb(TiledEnv(env, 2), 400, grid, lam=0.01, beta_scale=np.repeat([1.0, 0.1], env.S))
+    np.testing.assert_allclose(tiled.part(0, 2).regret, batched_linucb(env, 400, grid, lam=0.01).regret)
+    np.testing.assert_allclose(tiled.part(1, 2).regret,
+                               batched_linucb(env, 400, grid, lam=0.01, beta_scale=0.1).regret)

@@ -13,6 +13,7 @@ from torch_geometric.utils import from_networkx
 from iclr25.graphs.bundle import (
     BuNNConv,
     NodeModel,
+    SumGNN,
     angle_orthogonal,
     block_diag_eig,
     bundle_heat_kernel,
@@ -242,12 +243,14 @@ def test_bunnconv_is_the_bundle_heat_kernel(karate, kernel):
         assert (ov[:, b] - ref).abs().max() < 1e-10
 
 
+@pytest.mark.parametrize("block", ["plain", "sep"])
 @pytest.mark.parametrize("kind", ["bunn", "bunn-identity", "gcn", "sage", "gin", "mlp"])
-def test_models_are_permutation_equivariant(karate, kind):
+def test_models_are_permutation_equivariant(karate, kind, block):
     ei, n = karate
     torch.manual_seed(1)
-    model = NodeModel(kind, 3, 16, 2, layers=2, bundle_dim=2, num_bundles=4, kernel="taylor", K=6) \
-        if kind.startswith("bunn") else NodeModel(kind, 3, 16, 2, layers=2)
+    model = NodeModel(kind, 3, 16, 2, layers=2, block=block, bundle_dim=2, num_bundles=4, kernel="taylor", K=6,
+                      phi_gnn=1 if block == "sep" else 0) \
+        if kind.startswith("bunn") else NodeModel(kind, 3, 16, 2, layers=2, block=block)
     model = model.double().eval()
     x = torch.randn(n, 3)
     perm = torch.randperm(n)
@@ -300,6 +303,8 @@ def test_bad_options_raise():
         BuNNConv(6, 2, 2)
     with pytest.raises(ValueError, match="gcn"):
         NodeModel("gat", 3, 8, 1)
+    with pytest.raises(ValueError, match="sep"):
+        NodeModel("gcn", 3, 8, 1, block="gated")
     with pytest.raises(ValueError, match="eig"):
         BuNNConv(8, 2, 2, kernel="spectral")(torch.randn(4, 8), torch.tensor([[0, 1], [1, 0]]))
     with pytest.raises(ValueError):
@@ -365,3 +370,37 @@ def test_package_functions_keep_their_inputs_device(karate, on_foreign_device):
             else NodeModel(kind, 3, 8, 1, layers=2)
         model = model.double()
         on_foreign_device(model, x, ei, eig=(lam, phi), adj=normalized_adjacency(ei, n, torch.float64))
+
+
+def test_sumgnn_is_the_neighbour_sum_network(karate):
+    """One SumGNN layer is h + GELU(W_s h + W_n A h) after the input layer, with A the 0/1 adjacency."""
+    ei, n = karate
+    torch.manual_seed(2)
+    net = SumGNN(5, 8, 3, layers=1).double()
+    x = torch.randn(n, 5)
+    A = torch.zeros(n, n)
+    A[ei[1], ei[0]] = 1.0
+    h = torch.nn.functional.gelu(net.inp(x))
+    h = h + torch.nn.functional.gelu(net.self_lin[0](h) + net.nbr_lin[0](A @ h))
+    assert (net(x, ei) - net.out(h)).abs().max() < 1e-12
+    assert net[-1] is net.out
+
+
+def test_sep_layer_concatenates_ego_and_diffused_features_before_desync(karate):
+    """BuNNConv(sep=True): O_v^T FF([x_v, (H(t) (O x))_v]) with a SumGNN frame network."""
+    ei, n = karate
+    torch.manual_seed(3)
+    conv = BuNNConv(8, bundle_dim=2, num_bundles=2, t_init=[0.4, 1.3], kernel="spectral", phi_gnn=1,
+                    sep=True).double()
+    with torch.no_grad():
+        conv.phi[-1].weight.normal_()
+    x = torch.randn(n, 8)
+    eig = laplacian_eigh(ei, n)
+    out, O = conv(x, ei, eig=eig, phi_edge_index=ei, return_frames=True)
+    y = torch.einsum("ncij,ncjm->ncim", O, x.reshape(n, 2, 2, 2)).reshape(n, 2, 4)
+    z = heat_kernel_spectral(y, *eig, conv.diffusion_time()).reshape(n, 8)
+    f = conv.lin(torch.cat([x, z], -1)).reshape(n, 2, 2, 2)
+    ref = torch.einsum("ncji,ncjm->ncim", O, f).reshape(n, 8)
+    assert (out - ref).abs().max() < 1e-12
+    with pytest.raises(ValueError):
+        conv(x, ei, eig=eig)  # a SumGNN frame network needs the graph

@@ -58,3 +58,14 @@ def test_barbell_task():
     assert not torch.equal(graphs[0].x, graphs[1].x)  # fresh features per graph
     with pytest.raises(ValueError):
         barbell_long_range(m=1)
+
+
+def test_barbell_paired_adds_the_pairing_edges_and_keeps_the_task():
+    plain = barbell_long_range(m=5, p=3, n_graphs=2, seed=1)
+    paired = barbell_long_range(m=5, p=3, n_graphs=2, seed=1, paired=True)
+    G = to_networkx(paired[0], to_undirected=True)
+    expected = nx.barbell_graph(5, 3)
+    expected.add_edges_from((i, 8 + i) for i in range(5))
+    assert nx.is_isomorphic(G, expected) and G.number_of_edges() == nx.barbell_graph(5, 3).number_of_edges() + 5
+    for a, b in zip(plain, paired):  # the same features, targets and scored nodes
+        assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y) and torch.equal(a.mask, b.mask)

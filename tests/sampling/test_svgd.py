@@ -79,6 +79,18 @@ def test_svgd_trace_and_batches():
     assert (trace[-1] < trace[0] / 10).all()  # KSD falls as the particles move to the target
 
 
+@pytest.mark.parametrize("n_steps, record_every", [(5, 2), (7, 3), (4, 4), (3, 10)])
+def test_svgd_takes_exactly_n_steps_whatever_the_recording(n_steps: int, record_every: int) -> None:
+    g = torch.Generator().manual_seed(4)
+    X0 = torch.randn(9, 2, generator=g) + 1.0
+    X, trace = svgd(X0, standard_gaussian_score, RBF(), eta=0.2, n_steps=n_steps, record_every=record_every)
+    Y = X0.clone()
+    for _ in range(n_steps):  # one-step runs, chained: the reference for n_steps steps
+        Y, _ = svgd(Y, standard_gaussian_score, RBF(), eta=0.2, n_steps=1)
+    torch.testing.assert_close(X, Y)
+    assert trace.shape[0] == n_steps // record_every + 1
+
+
 def test_ula_keeps_the_gaussian_roughly_invariant():
     g = torch.Generator().manual_seed(3)
     X = ula(torch.randn(4000, 1, generator=g), standard_gaussian_score, 0.01, 50, generator=g)

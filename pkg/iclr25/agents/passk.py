@@ -207,7 +207,8 @@ def homogeneity_pvalue(successes: Sequence[int] | np.ndarray, n: int, *, n_sim: 
 def overdispersion(successes: Sequence[int] | np.ndarray, n: int) -> float:
     """The share of the variance of the success counts that lies between tasks:
     ``rho = (Var_t(c_t) / (n p (1 - p)) - 1) / (n - 1)`` with ``p`` = pass^1 and the variance over
-    tasks taken with ``ddof=1``.
+    tasks taken with ``ddof=0``, so that ``rho`` lies in ``[-1 / (n - 1), 1]`` and equals 1 exactly
+    when every task succeeds in all trials or in none.
 
     ``rho`` is about 0 when every task has the same success probability, 1 when every task succeeds
     in all trials or in none, and ``1 / (a + b + 1)`` when the probabilities follow ``Beta(a, b)``
@@ -218,7 +219,7 @@ def overdispersion(successes: Sequence[int] | np.ndarray, n: int) -> float:
     p = c.mean() / n
     if p in (0.0, 1.0) or n < 2:
         return 0.0
-    return float((c.var(ddof=1) / (n * p * (1 - p)) - 1) / (n - 1))
+    return float((c.var(ddof=0) / (n * p * (1 - p)) - 1) / (n - 1))
 
 
 def moment_range(pass_hat: Sequence[float], m: int, *, grid: int = 2001) -> tuple[float, float]:

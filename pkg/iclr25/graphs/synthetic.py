@@ -85,13 +85,20 @@ def fiedler_vector(edge_index: Tensor, num_nodes: int) -> Tensor:
     return -f if f[0] > 0 else f
 
 
-def barbell_long_range(m: int = 8, p: int = 4, n_graphs: int = 100, seed: int = 0) -> list[Data]:
+def barbell_long_range(m: int = 8, p: int = 4, n_graphs: int = 100, seed: int = 0,
+                       paired: bool = False) -> list[Data]:
     """A long-range regression task on barbell graphs (two ``K_m`` joined by a path of ``p`` nodes).
 
     Every graph has the topology of ``networkx.barbell_graph(m, p)`` (nodes ``0..m-1``: clique A,
     ``m..m+p-1``: the path, ``m+p..2m+p-1``: clique B) and fresh features ``x_v ~ N(0, 1)``. The
     target of a clique-A node is the mean feature of clique B and vice versa: it can only be
     computed by moving information across the bridge. Path nodes are masked out of the loss.
+
+    ``paired=True`` adds ``m`` edges that join node ``i`` of clique A to node ``i`` of clique B (the
+    path stays). This removes the bottleneck, but not only it: every node of the other clique is then
+    1 or 2 hops away instead of up to ``p + 3``, and ``pe``, as always the Fiedler vector of the graph,
+    encodes a different graph (for ``p >= 4`` it no longer separates the cliques). Features, targets
+    and scored nodes are those of the same ``seed`` without the pairing.
 
     Returns
     -------
@@ -101,6 +108,8 @@ def barbell_long_range(m: int = 8, p: int = 4, n_graphs: int = 100, seed: int = 
     if m < 2 or p < 0 or n_graphs < 1:
         raise ValueError(f"need m >= 2, p >= 0, n_graphs >= 1, got m={m}, p={p}, n_graphs={n_graphs}")
     G = nx.barbell_graph(m, p)
+    if paired:
+        G.add_edges_from((i, m + p + i) for i in range(m))
     n = G.number_of_nodes()
     ei = from_networkx(G).edge_index
     pe = fiedler_vector(ei, n).float()[:, None]

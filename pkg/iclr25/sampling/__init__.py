@@ -7,7 +7,8 @@ All functions take torch tensors of particles ``(..., N, d)``; use float64.
 """
 
 from .kernels import IMQ, RBF, Kernel, Linear, Matern52, RadialKernel, SumKernel, sq_dists
-from .metrics import gaussian_kl, wasserstein2
+from .metrics import (gaussian_kl, sliced_wasserstein2_std_normal, wasserstein2,
+                      wasserstein2_std_normal_1d)
 from .stein import KSD_KINDS, ksd, ksd_from_scores, stein_kernel_matrix
 from .svgd import svgd, svgd_direction, svgd_step, ula
 from .targets import (gaussian_mixture_score, gaussian_score, logistic_posterior_score,
@@ -18,5 +19,5 @@ __all__ = [
     "stein_kernel_matrix", "ksd", "ksd_from_scores", "KSD_KINDS",
     "svgd_direction", "svgd_step", "svgd", "ula",
     "gaussian_score", "standard_gaussian_score", "gaussian_mixture_score", "logistic_posterior_score",
-    "gaussian_kl", "wasserstein2",
+    "gaussian_kl", "wasserstein2", "wasserstein2_std_normal_1d", "sliced_wasserstein2_std_normal",
 ]

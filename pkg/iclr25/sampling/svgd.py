@@ -62,7 +62,7 @@ def svgd(X0: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float, n_steps: int
             X = X + (eta / n) * drive
         elif record:
             trace.append(ksd_from_scores(X, S, kernel))
-        else:
+        elif t < n_steps:  # at t = n_steps only the KSD may be recorded: no step beyond n_steps
             X = X + eta * svgd_direction(X, S, kernel)
     return X, torch.stack(trace)
 
