@@ -22,7 +22,6 @@ per-seed results and seconds. The chapter loads it and re-runs some evaluation s
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch_geometric.data import Data
 
+from iclr25.common.digest import json_sha256
 from iclr25.graphs.bundle import NodeModel, normalized_adjacency, taylor_degree
 from iclr25.graphs.synthetic import minesweeper_graph
 
@@ -121,7 +121,7 @@ def _summary(res: dict) -> dict:
 def load_record(path: Path | None = None) -> dict:
     """The committed record; checks that its results were not edited after the run (sha256 of the results)."""
     info = json.loads((path or WEIGHTS / f"{NAME}.json").read_text())
-    digest = hashlib.sha256(json.dumps(info["results"], sort_keys=True).encode()).hexdigest()
+    digest = json_sha256(info["results"])
     if digest != info["sha256_results"]:
         raise RuntimeError(f"record sha256 {digest[:12]} differs from the recorded {info['sha256_results'][:12]}")
     return info
@@ -164,7 +164,7 @@ def main() -> None:
         results = {name: dict(results[name], runs=dict(sorted(results[name]["runs"].items())))
                    for name in MODELS if name in results}
         info = dict(recipe=RECIPE, results=results,
-                    sha256_results=hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest(),
+                    sha256_results=json_sha256(results),
                     torch=torch.__version__, wall_seconds=max(p["wall_seconds"] for p in parts))
         args.out.write_text(json.dumps(info, indent=1))
         print(f"saved {args.out}")
@@ -197,7 +197,7 @@ def main() -> None:
         results[name] = dict(kind=MODELS[name], tuning=table, lr=lr, dropout=dp, runs=runs,
                              cpu_seconds=time.process_time() - t0)
     info = dict(recipe=RECIPE, results=results,
-                sha256_results=hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest(),
+                sha256_results=json_sha256(results),
                 torch=torch.__version__, wall_seconds=time.time() - t_all)
     args.out.write_text(json.dumps(info, indent=1))
     print(f"saved {args.out}")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import io
 import json
 import lzma
@@ -37,6 +36,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from iclr25.common.digest import check_sha256, file_sha256
 from iclr25.graphs.digraphs import random_digraphs
 from iclr25.graphs.magnetic import (AddMagneticLaplacianPE, AddSVDPE, AddSymLaplacianPE,
                                     AddWalkProfileTarget, PairRegressor, predict_pairs, rmse,
@@ -311,7 +311,7 @@ def _save(out: Path, meta: dict, states: dict) -> None:
     buf = io.BytesIO()
     torch.save(states, buf)
     path.write_bytes(lzma.compress(buf.getvalue(), preset=9))
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = file_sha256(path)
     info = dict(recipe=RECIPE, encoders=meta, sha256=digest, bytes=path.stat().st_size,
                 torch=torch.__version__)
     (out / f"{NAME}.json").write_text(json.dumps(info, indent=1) + "\n")
@@ -322,10 +322,7 @@ def load_states(folder: Path = WEIGHTS) -> tuple[dict, dict]:
     """The committed metadata and fp16 state dicts ``{"name|seed": state}``; checks the sha256."""
     path = folder / f"{NAME}.pt.xz"
     info = json.loads((folder / f"{NAME}.json").read_text())
-    raw = path.read_bytes()
-    digest = hashlib.sha256(raw).hexdigest()
-    if digest != info["sha256"]:
-        raise RuntimeError(f"{path} has sha256 {digest}, the record says {info['sha256']}")
+    raw = check_sha256(path, info["sha256"])
     return info, torch.load(io.BytesIO(lzma.decompress(raw)))
 
 

@@ -16,7 +16,6 @@ single-threaded processes; about 10 CPU-minutes in all).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from iclr25.common.digest import check_sha256, file_sha256
 from iclr25.nfn.zoo import OPTIMIZERS, ZooConfig
 
 ZOO = ZooConfig(n_runs=512, steps=700, batch=32, checkpoints=(525, 700), seed=0)
@@ -33,17 +33,14 @@ WEIGHTS = Path(__file__).resolve().parent / "weights"
 ZOO_FILE, ZOO_JSON = WEIGHTS / "zoo.pt", WEIGHTS / "zoo.json"
 
 
-def sha256(path: Path) -> str:
-    """The sha256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def load_zoo(check: bool = True) -> dict:
     """The committed zoo: ``params`` ``{name: (n_runs, ...)}`` float16, ``accuracy`` ``(2, n_runs)``,
     ``loss``, ``recipes``, ``steps``, and ``meta`` (the JSON record). ``check``: verify the sha256."""
     meta = json.loads(ZOO_JSON.read_text())
-    if check and sha256(ZOO_FILE) != meta["sha256"]:
-        raise ValueError(f"{ZOO_FILE} does not match the sha256 recorded in {ZOO_JSON.name}")
+    if check:
+        check_sha256(ZOO_FILE, meta["sha256"])
     zoo = torch.load(ZOO_FILE, map_location="cpu", weights_only=False)
     zoo["meta"] = meta
     return zoo
@@ -100,7 +97,7 @@ def merge(cfg: ZooConfig, files: list[Path], wall: float) -> None:
             "accuracy_quantiles": {str(k): dict(zip(map(str, q), np.quantile(x, q).round(4).tolist()))
                                    for k, x in zip(steps, a)},
             "accuracy": {str(k): x.round(4).tolist() for k, x in zip(steps, a)},
-            "sha256": sha256(ZOO_FILE), "bytes": ZOO_FILE.stat().st_size}
+            "sha256": file_sha256(ZOO_FILE), "bytes": ZOO_FILE.stat().st_size}
     ZOO_JSON.write_text(json.dumps(meta, indent=1) + "\n")
     print(f"{cfg.n_runs} runs x {cfg.steps} steps: {cpu:.0f} s CPU in {len(files)} processes, {wall:.0f} s wall; "
           f"{meta['bytes'] / 1e6:.2f} MB")

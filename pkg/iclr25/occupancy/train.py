@@ -107,51 +107,75 @@ def class_weights_2d(d: dict, idx: torch.Tensor) -> torch.Tensor:
 
 
 def pretrain(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, rig: Rig, seed: int,
-             device: torch.device, log: list | None = None) -> WorldModel:
+             device: torch.device, log: list | None = None, callback: tuple | None = None) -> WorldModel:
     """Stage 1: rendering losses only (depth, semantics, colour) on the current features (rays of
     the aux frames too when ``rec.aux``, subsampled to as many rays as the current frame alone
     has) and on each forecast frame (its own rays), plus the waypoint L2 loss. The occupancy head
     is not trained (as in the paper's code, where its loss is multiplied by 0). A step whose loss is
-    not finite is skipped (and logged as NaN); the committed variants have none."""
+    not finite is skipped (and logged as NaN); the committed variants have none. ``callback = (fn,
+    every)`` calls ``fn(step, model)`` after every ``every`` steps (it draws no random numbers from
+    the run's generator, so the run is the same with or without it)."""
     g = torch.Generator().manual_seed(seed)
     render = Renderer(rig, device)
     wsem = class_weights_2d(d, idx).to(device)
     params = [p for n, p in model.named_parameters() if not n.startswith("occ.")]
     opt = torch.optim.AdamW(params, lr=rec.lr, weight_decay=rec.weight_decay)
-    aux_key = "aux_static" if rec.mask_movers else "aux_mask"
-    keys = ("images", "state", "traj", "depth", "sem", "rgb", "mask", aux_key, "shift")
-    aux_t = [FRAMES.index(a) for a in AUX] if rec.aux else [CURRENT]
     model.train()
     for step in range(rec.steps):
         bi = idx[torch.randint(len(idx), (rec.batch,), generator=g)]
-        b = _batch(d, bi, device, keys)
-        vols, wp = model(b["images"], b["state"], rec.horizon)
-        losses = []
-
-        def frame_loss(attrs, t, shift, mask, n):
-            rays, ok = sample_rays(mask, n, g)
-            out = render(attrs, shift, rays)
-            pick = lambda x: x.gather(1, rays) if x.dim() == 2 else x.gather(1, rays[..., None].expand(-1, -1, x.shape[-1]))
-            return sum(render_losses(out, pick(b["depth"][:, t]), pick(b["sem"][:, t]), pick(b["rgb"][:, t]),
-                                     ok, wsem).values())
-
-        # the current features: rec.rays rays per sample, spread over the aux frames (same total)
-        attrs0 = model.attr(vols[0])
-        per = max(1, rec.rays // len(aux_t))
-        losses.append(torch.stack([frame_loss(attrs0, t, b["shift"][:, t], b[aux_key][:, t], per)
-                                   for t in aux_t]).mean())
-        for f in range(1, rec.horizon + 1):
-            t = CURRENT + f
-            losses.append(frame_loss(model.attr(vols[f]), t, torch.zeros_like(b["shift"][:, t]), b["mask"][:, t], rec.rays))
-        loss = torch.stack(losses).mean() + ((wp - b["traj"]) ** 2).sum(-1).mean()
+        loss = stage1_loss(model, d, bi, rec, render, wsem, g, device)
         if log is not None:
             log.append(float(loss.detach()))
-        if not torch.isfinite(loss):        # a rare overflow: skip the step (logged as NaN)
-            continue
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if torch.isfinite(loss):            # a rare overflow: skip the step (logged as NaN)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        if callback is not None and (step + 1) % callback[1] == 0:
+            callback[0](step + 1, model)
     return model
+
+
+def stage1_loss(model: WorldModel, d: dict, bi: torch.Tensor, rec: Recipe, render: Renderer, wsem: torch.Tensor,
+                g: torch.Generator, device: torch.device) -> torch.Tensor:
+    """The stage-1 loss of the sequences ``bi`` of ``d`` (rays drawn with ``g``): rendering losses of
+    the current features against the aux frames' (or the current frame's) rays, of each forecast
+    volume against its own frame's rays, and the waypoint L2 loss."""
+    aux_key = "aux_static" if rec.mask_movers else "aux_mask"
+    keys = ("images", "state", "traj", "depth", "sem", "rgb", "mask", aux_key, "shift")
+    aux_t = [FRAMES.index(a) for a in AUX] if rec.aux else [CURRENT]
+    b = _batch(d, bi, device, keys)
+    vols, wp = model(b["images"], b["state"], rec.horizon)
+    losses = []
+
+    def frame_loss(attrs, t, shift, mask, n):
+        rays, ok = sample_rays(mask, n, g)
+        out = render(attrs, shift, rays)
+        pick = lambda x: x.gather(1, rays) if x.dim() == 2 else x.gather(1, rays[..., None].expand(-1, -1, x.shape[-1]))
+        return sum(render_losses(out, pick(b["depth"][:, t]), pick(b["sem"][:, t]), pick(b["rgb"][:, t]),
+                                 ok, wsem).values())
+
+    # the current features: rec.rays rays per sample, spread over the aux frames (same total)
+    attrs0 = model.attr(vols[0])
+    per = max(1, rec.rays // len(aux_t))
+    losses.append(torch.stack([frame_loss(attrs0, t, b["shift"][:, t], b[aux_key][:, t], per)
+                               for t in aux_t]).mean())
+    for f in range(1, rec.horizon + 1):
+        t = CURRENT + f
+        losses.append(frame_loss(model.attr(vols[f]), t, torch.zeros_like(b["shift"][:, t]), b["mask"][:, t], rec.rays))
+    return torch.stack(losses).mean() + ((wp - b["traj"]) ** 2).sum(-1).mean()
+
+
+def stage1_val_loss(model: WorldModel, d: dict, rec: Recipe, rig: Rig, device: torch.device, seed: int = 0,
+                    batch: int = 8) -> float:
+    """Mean stage-1 loss on every sequence of ``d`` (validation: rays drawn with a fixed seed, class
+    weights of ``d``'s own 2D labels), without gradients; leaves the model in train mode."""
+    g = torch.Generator().manual_seed(seed)
+    render, idx = Renderer(rig, device), torch.arange(len(d["occ"]))
+    wsem = class_weights_2d(d, idx).to(device)
+    with torch.no_grad():
+        vals = [float(stage1_loss(model, d, idx[i:i + batch], rec, render, wsem, g, device)) * len(idx[i:i + batch])
+                for i in range(0, len(idx), batch)]
+    return sum(vals) / len(idx)
 
 
 def occ_loss(logits: list, occ: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,6 @@ metric from the loaded weights, and re-trains a few epochs live to show they rep
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -24,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+
+from iclr25.common.digest import check_sha256, file_sha256
 
 from .data import chronological_split, make_windows, standardize, synthetic_multiscale
 from .forecast import SpikeForecaster, fit
@@ -128,15 +129,12 @@ def unflat(model: nn.Module, vec: np.ndarray) -> nn.Module:
     return model
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def load_runs() -> tuple[dict, dict[str, np.ndarray]]:
     """The committed manifest and weights; raises if the weights' sha256 is not the recorded one."""
     manifest = json.loads(MANIFEST.read_text())
-    if sha256(NPZ) != manifest["sha256"]:
-        raise RuntimeError(f"{NPZ.name} does not match the sha256 recorded in {MANIFEST.name}")
+    check_sha256(NPZ, manifest["sha256"])
     with np.load(NPZ) as z:
         weights = {k: z[k] for k in z.files}
     return manifest, weights
@@ -164,7 +162,7 @@ def main() -> None:  # pragma: no cover - the training run itself (about 15 CPU-
     def save() -> None:
         WEIGHTS.mkdir(exist_ok=True)
         np.savez_compressed(NPZ, **weights)
-        MANIFEST.write_text(json.dumps(dict(recipe=r, runs=runs, sha256=sha256(NPZ), torch=torch.__version__,
+        MANIFEST.write_text(json.dumps(dict(recipe=r, runs=runs, sha256=file_sha256(NPZ), torch=torch.__version__,
                                             cpu_s_total=cpu_before + time.process_time() - t_start), indent=1))
 
     deadline = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--until=")), None)  # HH:MM UTC
