@@ -205,6 +205,8 @@ def run_zo_pog(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: Encod
             trackers[r](current(), z)
 
     trace: dict[str, list[float]] = {"queries": [], "loss": [], "zo_grad_norm": []}
+    if not discrete:
+        track()  # fixed tokens: the start (z = 0) competes in the dev selection
     batches = _minibatches(train, B, gen)
     try:
         for batch, end_of_pass in batches:
@@ -287,6 +289,7 @@ def run_bbt(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: EncodedT
     track = _Tracker(bb, dev, test, offset_of)
     trace: dict[str, list[float]] = {"queries": [], "loss": []}
     mean = lambda: es.mean.to(A.dtype)  # noqa: E731
+    track(fixed, mean())  # the start (z = 0) competes in the dev selection
     try:
         for batch, end_of_pass in _minibatches(train, cfg.batch_size, gen):
             X = es.ask()
