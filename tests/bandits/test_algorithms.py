@@ -231,3 +231,26 @@ def test_batched_linucb_per_instance_beta_scale_matches_separate_runs():
     np.testing.assert_allclose(tiled.part(0, 2).regret, batched_linucb(env, 400, grid, lam=0.01).regret)
     np.testing.assert_allclose(tiled.part(1, 2).regret,
                                batched_linucb(env, 400, grid, lam=0.01, beta_scale=0.1).regret)
+
+
+# ----------------------------------------------------------------------------- the dense-ladder study
+def test_ladder_study_cell_shapes_and_record():
+    from iclr25.bandits import ladder_study as st
+
+    env = st.env_of(np.array([0.1, 1.0]), streams=2, seed=3)
+    tot, post = st.run_cell("elimination", 2, 200, env=env)
+    assert tot.shape == post.shape == (2, 2)
+    assert np.all(post <= tot + 1e-9) and np.all(post >= 0)
+    tot_f, post_f = st.run_cell("frozen LinUCB, geometric grid", 2, 200, env=env)
+    assert st.grid_of("frozen LinUCB, geometric grid", 200, 2)[0] == 14  # round(200^(1/2))
+    assert np.all(post_f <= tot_f + 1e-9)
+    lin = st.run_linucb((100, 200), env=env)
+    assert lin.shape == (2, 2, 2) and np.all(lin[0] <= lin[1] + 1e-9)
+    record, arrays = st.load()                      # the committed record: sha256 checked on load
+    H, G, R = len(st.HORIZONS), st.N_GAPS, st.STREAMS
+    for method in st.BATCHED:
+        for M in st.MS:
+            for part in ("total", "post"):
+                assert arrays[st.key(method, M, part)].shape == (H, G, R)
+    assert arrays[st.key("LinUCB", None, "total")].shape == (H, G, R)
+    assert record["recipe"]["horizons"] == list(st.HORIZONS) and record["recipe"]["streams"] == R
