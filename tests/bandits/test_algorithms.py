@@ -238,10 +238,10 @@ def test_ladder_study_cell_shapes_and_record():
     from iclr25.bandits import ladder_study as st
 
     env = st.env_of(np.array([0.1, 1.0]), streams=2, seed=3)
-    tot, post = st.run_cell("elimination", 2, 200, env=env)
-    assert tot.shape == post.shape == (2, 2)
+    tot, post, last = st.run_cell("elimination", 2, 200, env=env)
+    assert tot.shape == post.shape == last.shape == (2, 2)
     assert np.all(post <= tot + 1e-9) and np.all(post >= 0)
-    tot_f, post_f = st.run_cell("frozen LinUCB, geometric grid", 2, 200, env=env)
+    tot_f, post_f, last_f = st.run_cell("frozen LinUCB, geometric grid", 2, 200, env=env)
     assert st.grid_of("frozen LinUCB, geometric grid", 200, 2)[0] == 14  # round(200^(1/2))
     assert np.all(post_f <= tot_f + 1e-9)
     lin = st.run_linucb((100, 200), env=env)
@@ -250,7 +250,7 @@ def test_ladder_study_cell_shapes_and_record():
     H, G, R = len(st.HORIZONS), st.N_GAPS, st.STREAMS
     for method in st.BATCHED:
         for M in st.MS:
-            for part in ("total", "post"):
+            for part in st.PARTS:
                 assert arrays[st.key(method, M, part)].shape == (H, G, R)
     assert arrays[st.key("LinUCB", None, "total")].shape == (H, G, R)
     assert record["recipe"]["horizons"] == list(st.HORIZONS) and record["recipe"]["streams"] == R

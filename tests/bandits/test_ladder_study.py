@@ -1,0 +1,47 @@
+"""The dense-ladder study's bookkeeping: the parts of a cell on a closed-form regret."""
+
+import numpy as np
+import pytest
+
+from iclr25.bandits import ladder_study as study
+
+
+class _Result:
+    def __init__(self, regret):
+        self.regret = regret
+
+
+@pytest.mark.parametrize("method,M", [("elimination", 2), ("elimination", 3), ("frozen LinUCB", 3),
+                                      ("elimination, geometric grid", 3), ("frozen LinUCB, geometric grid", 2)])
+def test_run_cell_parts_closed_form(monkeypatch, method, M):
+    """With regret (s + 1) t in round t = 1..T of instance s, the cell's total is (s + 1) T (T + 1) / 2,
+    its ``post`` (after t_1) equals the total minus the first batch's (s + 1) t_1 (t_1 + 1) / 2, and its
+    ``last`` (after t_(M-1)) the total minus (s + 1) t_(M-1) (t_(M-1) + 1) / 2."""
+    gaps, streams, T = np.array([0.1, 1.0]), 3, 500
+    env = study.env_of(gaps, streams)
+    S = len(env.theta)
+    fake = lambda env_, T_, grid, **kw: _Result((np.arange(S)[:, None] + 1.0) * np.arange(1, T_ + 1)[None, :])
+    monkeypatch.setattr(study, "batched_elimination", fake)
+    monkeypatch.setattr(study, "batched_linucb", fake)
+    total, post, last = study.run_cell(method, M, T, env=env)
+    grid = study.grid_of(method, T, M)
+    t1, tl = int(grid[0]), int(grid[-2])
+    scale = (np.arange(S) + 1.0).reshape(len(gaps), streams)
+    tri = lambda n: n * (n + 1) / 2
+    assert total.shape == post.shape == last.shape == (len(gaps), streams)
+    np.testing.assert_allclose(total, scale * tri(T))
+    np.testing.assert_allclose(post, total - scale * tri(t1))
+    np.testing.assert_allclose(last, total - scale * tri(tl))
+    if M == 2:
+        np.testing.assert_allclose(last, post)
+
+
+def test_record_loads_and_has_every_part():
+    """The committed record passes its sha256 check and holds every (method, M, part) array."""
+    record, arrays = study.load()
+    for method in study.BATCHED:
+        for M in study.MS:
+            for part in study.PARTS:
+                a = arrays[study.key(method, M, part)]
+                assert a.shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
+    assert arrays[study.key("LinUCB", None, "total")].shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
