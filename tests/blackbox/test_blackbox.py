@@ -366,3 +366,12 @@ def test_code_sha256_changes_with_a_constant():
     finally:
         study.MU = old
     assert study.code_sha256() == before
+
+
+def test_committed_records_were_made_by_the_current_code():
+    """A record made by other code is stale: the chapter's verdicts read it, so the code that
+    determines a run (hashed by ``code_sha256``) must be the code that made both records."""
+    from iclr25.blackbox import zo_pog_study as study
+    now = study.code_sha256()
+    assert study.load_tuning()["code_sha256"] == now, "re-run python -m iclr25.blackbox.zo_pog_study tune"
+    assert study.load_eval()["code_sha256"] == now, "re-run python -m iclr25.blackbox.zo_pog_study evaluate"

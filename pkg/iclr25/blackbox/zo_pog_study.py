@@ -70,7 +70,7 @@ EVAL_METHODS = tuple(GRIDS) + ABLATIONS + tuple(ON_MANUAL)
 TUNE_SEEDS = (100, 101, 102)
 EVAL_SEEDS = tuple(range(50))
 Q_GRID = tuple(range(100, BUDGET + 1, 100))  # query counts at which a run's best-dev accuracy is kept
-WB_STEPS, WB_LR = 100, 1e-2                 # the white-box ceiling: Adam on z with exact gradients
+WB_STEPS, WB_LR = 100, 1e-2                 # the white-box reference: Adam on z with exact gradients
 RESULTS = Path(__file__).parent / "results" / "zo-pog-tuning.json"
 EVAL = Path(__file__).parent / "results" / "zo-pog-eval.json"
 
@@ -163,7 +163,7 @@ def _tune_one(job):
 
 def code_sha256() -> str:
     """sha256 over the source of the code that determines a run: the black box, the optimisers,
-    the estimators, and this study's setup, configuration, run, summary and white-box ceiling (with
+    the estimators, and this study's setup, configuration, run, summary and white-box reference (with
     its constants)."""
     consts = dict(TASK=TASK, TEMPLATE=TEMPLATE, MANUAL=MANUAL, BUDGET=BUDGET, N_TEST=N_TEST, N_POS=N_POS,
                   N_CAND=N_CAND, D=D_INTRINSIC, LEXICON=LEXICON, EXCLUDE=EXCLUDE, BASE=dataclasses.asdict(BASE),
