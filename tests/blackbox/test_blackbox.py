@@ -337,3 +337,41 @@ def test_tuning_record_is_refused_when_edited(tmp_path):
     bad.write_text(json.dumps(rec))
     with pytest.raises(ValueError):
         study.load_tuning(bad)
+
+
+def test_evaluation_record_matches_the_tuning_and_is_refused_when_edited(tmp_path):
+    """The committed evaluation record was made with the committed tuning, covers every method on
+    every evaluation seed, and an edited copy is refused by its sha256."""
+    import json
+    from iclr25.blackbox import zo_pog_study as study
+    tun, ev = study.load_tuning(), study.load_eval()
+    assert ev["tuning_sha256"] == tun["sha256"] and ev["code_sha256"] == tun["code_sha256"]
+    assert set(ev["runs"]) == set(study.EVAL_METHODS) | {"Manual"}
+    assert all(set(r) == {str(s) for s in ev["seeds"]} for r in ev["runs"].values())
+    ev["runs"]["ZO-PoG"]["0"]["acc"] = 100.0
+    bad = tmp_path / "e.json"
+    bad.write_text(json.dumps(ev))
+    with pytest.raises(ValueError):
+        study.load_eval(bad)
+
+
+def test_code_sha256_changes_with_a_constant():
+    """The code hash recorded with the committed runs covers the study's constants."""
+    from iclr25.blackbox import zo_pog_study as study
+    before = study.code_sha256()
+    old = study.MU
+    try:
+        study.MU = old * 2
+        assert study.code_sha256() != before
+    finally:
+        study.MU = old
+    assert study.code_sha256() == before
+
+
+def test_committed_records_were_made_by_the_current_code():
+    """A record made by other code is stale: the chapter's verdicts read it, so the code that
+    determines a run (hashed by ``code_sha256``) must be the code that made both records."""
+    from iclr25.blackbox import zo_pog_study as study
+    now = study.code_sha256()
+    assert study.load_tuning()["code_sha256"] == now, "re-run python -m iclr25.blackbox.zo_pog_study tune"
+    assert study.load_eval()["code_sha256"] == now, "re-run python -m iclr25.blackbox.zo_pog_study evaluate"
