@@ -375,3 +375,24 @@ def test_committed_records_were_made_by_the_current_code():
     now = study.code_sha256()
     assert study.load_tuning()["code_sha256"] == now, "re-run python -m iclr25.blackbox.zo_pog_study tune"
     assert study.load_eval()["code_sha256"] == now, "re-run python -m iclr25.blackbox.zo_pog_study evaluate"
+
+
+def test_manual_start_tokens_are_the_first_draw_of_bbt_and_zo_only(monkeypatch):
+    """The untouched start that the chapter's Manual summary rebuilds (its competence reference and
+    the cue lottery) is the fixed-token draw of run_bbt and of ZO-only (run_zo_pog, discrete=False):
+    live on two seeds, and in the committed evaluation on every seed."""
+    from iclr25.blackbox import zo_pog_study as study
+    monkeypatch.setattr(study, "whitebox_z", lambda *a, **k: 0.0)   # not needed here, and slow
+    lm, vocab = study.model_and_vocab()
+    cfg = PromptTuningConfig(batch_size=16, n_samples=4, popsize=4)
+    for s in (0, 7):
+        enc, cands, A = study.setup(s)
+        start = study.summarize("Manual", s, None)["start_prompt"]
+        args = (enc["train"], enc["dev"], enc["test"], cands, study.N_POS, A, cfg)
+        r_bbt = run_bbt(BlackBoxLM(lm, vocab, study.TASK, 8), *args, seed=s)
+        r_zo = run_zo_pog(BlackBoxLM(lm, vocab, study.TASK, 8), *args, seed=s, discrete=False)
+        assert vocab.decode(r_bbt.prompt) == vocab.decode(r_zo.prompt) == start, (s, start)
+    runs = study.load_eval()["runs"]
+    for s in study.load_eval()["seeds"]:
+        assert runs["BBT"][str(s)]["prompt"] == runs["ZO-only"][str(s)]["prompt"] \
+            == runs["Manual"][str(s)]["start_prompt"], s
