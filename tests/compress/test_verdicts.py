@@ -64,3 +64,29 @@ def test_two_models_are_undecided_unless_the_gap_is_far_above_its_spread() -> No
     assert decide(g, 0.01)[0] is None and status(g, 0.01) == "not decisive"
     g = paired_gap({(0, 0): 1.300, (1, 0): 1.301}, {(0, 0): 1.0, (1, 0): 1.0})
     assert decide(g, 0.01) == (True, None)
+
+
+def test_all_held_needs_every_comparison() -> None:
+    from iclr25.compress.verdicts import all_held
+    assert all_held([(True, None), (True, None)]) == (True, None)
+    assert all_held([(True, None), (False, None), (None, "x")]) == (False, None)
+    assert all_held([(True, None), (None, "x")]) == (None, "x")
+
+
+def test_moved_share_counts_weights_not_layers() -> None:
+    from iclr25.compress.verdicts import moved_share
+    sizes = {"a": 90, "b": 10}
+    assert moved_share({"a": 2, "b": 1}, 2, sizes) == pytest.approx(0.1)
+    assert moved_share({"a": 1, "b": 3}, 2, sizes) == pytest.approx(1.0)
+    assert moved_share({"a": 2, "b": 2}, 2, sizes) == 0.0
+
+
+def test_gated_judges_only_where_the_mechanism_acts() -> None:
+    from iclr25.compress.verdicts import gated
+    dec = {1: (False, None), 2: (True, None)}
+    assert gated(dec, {1: 0.5, 2: 0.05}, 0.2) == (False, None, [1])
+    assert gated(dec, {1: 0.05, 2: 0.5}, 0.2) == (True, None, [2])
+    h, why, lv = gated(dec, {1: 0.5, 2: 0.5}, 0.2)
+    assert h is None and lv == [1, 2] and why
+    h, why, lv = gated(dec, {1: 0.1, 2: 0.1}, 0.2)
+    assert h is None and lv == [] and "20%" in why

@@ -85,3 +85,37 @@ def decide(g: dict, delta: float) -> tuple[bool | None, str | None]:
         return False, None
     return None, (f"the 95 % interval of the mean benefit over {g['k']} models contains 0 and reaches "
                   f"above {delta}" if g["k"] > 1 else f"{g['k']} model: no interval")
+
+
+def all_held(verdicts: Sequence[tuple[bool | None, str | None]]) -> tuple[bool | None, str | None]:
+    """A row that needs every comparison to hold (e.g. "beats all baselines"): held if all are held,
+    not held if any is not held, otherwise undecided with the first undecided comparison's reason."""
+    if all(h is True for h, _ in verdicts):
+        return True, None
+    if any(h is False for h, _ in verdicts):
+        return False, None
+    return None, next(why for h, why in verdicts if h is None)
+
+
+def moved_share(ns: Mapping[str, int], n: int, sizes: Mapping[str, int]) -> float:
+    """Share of the prunable weights that lie in layers whose ``n`` in allocation ``ns`` differs from
+    the uniform level ``n`` (how much of the model a mixed allocation actually changes)."""
+    total = sum(sizes.values())
+    return sum(sizes[name] for name, k in ns.items() if k != n) / total
+
+
+def gated(decisions: Mapping[Hashable, tuple[bool | None, str | None]], shares: Mapping[Hashable, float],
+          min_share: float) -> tuple[bool | None, str | None, list]:
+    """A row judged only at the levels where the mechanism acts (``shares[level] >= min_share``):
+    held if it holds at every such level, not held if it is not held at every such level, otherwise
+    undecided; undecided with a reason when it acts at no level. Returns ``(holds, reason, levels)``."""
+    acting = [lv for lv in decisions if shares[lv] >= min_share]
+    if not acting:
+        return None, (f"the allocation changes fewer than {min_share:.0%} of the prunable weights at every "
+                      "level: mixed and uniform are nearly the same model"), acting
+    hs = [decisions[lv] for lv in acting]
+    if all(h is True for h, _ in hs):
+        return True, None, acting
+    if all(h is False for h, _ in hs):
+        return False, None, acting
+    return None, next((why for h, why in hs if h is None), "the acting levels disagree"), acting
