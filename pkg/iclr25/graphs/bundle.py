@@ -567,11 +567,14 @@ class NodeModel(nn.Module):
     frames). ``pe_dim > 0``: a positional encoding ``pe`` is concatenated to the input (all
     models) and, for BuNN, also to φ's input. ``bunn_kwargs`` go to :class:`BuNNConv`.
 
-    ``block="sep"`` is the residual block of Platonov et al. (2023), used by the paper's
-    heterophily code: ``h ← h + FF([LN(h), conv(LN(h))])``, a pre-LayerNorm block in which a
-    feed-forward network ``Linear(2C, C) → GELU → Linear(C, C)`` reads the ego features beside the
-    aggregated ones (for BuNN the concatenation happens inside the layer, before de-syncing, as in
-    the paper's code); a final LayerNorm precedes the readout. ``block="plain"``: ``h ← h + GELU(conv(h))``.
+    ``block="sep"``: ``h ← h + FF([LN(h), conv(LN(h))])``, the pre-LayerNorm residual block of
+    Platonov et al. (2023) for GraphSAGE, in which a feed-forward network
+    ``Linear(2C, C) → GELU → Linear(C, C)`` reads the ego features beside the aggregated ones. Every
+    ``kind`` gets this concatenation here, so ``gcn`` with ``block="sep"`` is "GCN-sep", not
+    Platonov et al.'s GCN module (``FF(conv(LN(h)))``, no ego features). For BuNN the concatenation
+    happens inside the layer, before de-syncing, with the un-synced input (the paper's code
+    concatenates the synced one). A final LayerNorm precedes the readout.
+    ``block="plain"``: ``h ← h + GELU(conv(h))``.
     """
 
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, layers: int = 2,

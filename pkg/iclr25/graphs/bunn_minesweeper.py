@@ -41,7 +41,8 @@ from iclr25.graphs.synthetic import minesweeper_graph
 WEIGHTS = Path(__file__).parent / "weights"
 NAME = "bunn-minesweeper"
 
-#: display name -> NodeModel kind
+#: display name -> NodeModel kind (all in ``block="sep"``: "GCN" is GCNConv with the ego concatenation, which the
+#: chapter calls GCN-sep; the record keeps the key "GCN")
 MODELS: dict[str, str] = {"MLP": "mlp", "GCN": "gcn", "GraphSAGE": "sage",
                           "BuNN, trivial bundle": "bunn-identity", "BuNN": "bunn"}
 
