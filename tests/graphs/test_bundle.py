@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import networkx as nx
+import numpy as np
 import pytest
 import scipy.linalg
 import torch
@@ -167,7 +168,7 @@ def test_gcn_laplacian_kernel_is_sqrt_degree_plus_one(karate):
     assert (Lt @ k).abs().max() < 1e-12
     ev = torch.linalg.eigvalsh(Lt)
     assert int((ev.abs() < 1e-10).sum()) == 1 and ev.max() < 2  # self-loops: no eigenvalue 2
-    x = torch.randn(n, 3)
+    x = torch.randn(n, 3, generator=torch.Generator().manual_seed(0)) + 1.0  # k @ x far from 0
     h = x
     for _ in range(400):
         h = h - Lt @ h  # 400 GCN propagations
@@ -310,6 +311,23 @@ def test_bad_options_raise():
     with pytest.raises(ValueError):
         taylor_degree(-1.0)
     assert math.isfinite(taylor_degree(20.0))
+    with pytest.raises(ValueError, match="t_param"):
+        BuNNConv(8, 2, 2, t_param="softplus")
+    with pytest.raises(ValueError, match="t_init > 0"):
+        BuNNConv(8, 2, 2, t_param="log", t_init=[0.0, 1.0])
+
+
+def test_log_time_parametrisation_starts_at_t_init_and_moves_by_relative_steps():
+    conv = BuNNConv(8, 2, 2, t_param="log", t_init=[0.1, 100.0])
+    assert np.allclose(conv.diffusion_time().tolist(), [0.1, 100.0], rtol=1e-6)
+    # one Adam step of size lr on tau = log t multiplies every t by about exp(+-lr), whatever its scale
+    opt = torch.optim.Adam([conv.tau], lr=0.05)
+    conv.diffusion_time().sum().backward()
+    opt.step()
+    ratio = np.array(conv.diffusion_time().tolist()) / np.array([0.1, 100.0])
+    assert np.allclose(ratio, math.exp(-0.05), rtol=1e-4)
+    relu = BuNNConv(8, 2, 2, t_init=[0.1, 100.0], t_max=50.0)
+    assert np.allclose(relu.diffusion_time().tolist(), [0.1, 50.0], rtol=1e-6)
 
 
 def test_layer_jacobian_factorises_through_the_heat_kernel(karate):

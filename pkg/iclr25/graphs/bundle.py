@@ -388,6 +388,8 @@ class BuNNConv(MessagePassing):
     bundle_dim : int, ``d``
     num_bundles : int, ``c``
     t_init : float or sequence of ``c`` floats, initial diffusion times; ``t = relu(τ)`` is learned
+        (``t_param="relu"``, the paper's code) or ``t = exp(τ)`` (``t_param="log"``: Adam's steps on
+        ``τ`` are then relative changes of ``t``, so a time can move by decades in a few hundred steps)
     kernel : "spectral" | "taylor"
     K : int, Taylor degree (taylor only)
     t_max : float or None, clamp of the learned time (keeps Taylor in its safe range)
@@ -409,7 +411,7 @@ class BuNNConv(MessagePassing):
                  t_init: float | Sequence[float] = 1.0, kernel: str = "spectral", K: int = 8,
                  t_max: float | None = None, frames: str = "learned", orth: str = "householder",
                  phi_hidden: int = 32, phi_in: int | None = None, phi_gnn: int = 0,
-                 sep: bool = False) -> None:
+                 sep: bool = False, t_param: str = "relu") -> None:
         super().__init__(aggr="add")
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
@@ -422,9 +424,14 @@ class BuNNConv(MessagePassing):
                              f"{bundle_dim * num_bundles}")
         self.channels, self.d, self.c = channels, bundle_dim, num_bundles
         self.m = channels // (bundle_dim * num_bundles)
+        if t_param not in ("relu", "log"):
+            raise ValueError(f"unknown t_param {t_param!r}; valid: relu, log")
         self.kernel, self.K, self.t_max, self.frames, self.orth = kernel, K, t_max, frames, orth
+        self.t_param = t_param
         t0 = torch.as_tensor(t_init, dtype=torch.float32).expand(num_bundles).clone()
-        self.tau = nn.Parameter(t0)
+        if t_param == "log" and (t0 <= 0).any():
+            raise ValueError("t_param='log' needs t_init > 0")
+        self.tau = nn.Parameter(t0.log() if t_param == "log" else t0)
         self.sep = sep
         self.lin: nn.Module = nn.Linear(channels, channels) if not sep else nn.Sequential(
             nn.Linear(2 * channels, channels), nn.GELU(), nn.Linear(channels, channels))
@@ -438,8 +445,8 @@ class BuNNConv(MessagePassing):
             nn.init.normal_(self.phi[-1].bias, std=1.0)
 
     def diffusion_time(self) -> Tensor:
-        """The per-bundle times ``t = relu(τ)`` (clamped at ``t_max``), shape ``(c,)``."""
-        t = torch.relu(self.tau)
+        """The per-bundle times ``t = relu(τ)`` or ``exp(τ)`` (clamped at ``t_max``), shape ``(c,)``."""
+        t = torch.exp(self.tau) if self.t_param == "log" else torch.relu(self.tau)
         return t if self.t_max is None else t.clamp(max=self.t_max)
 
     def frames_of(self, x: Tensor, phi_input: Tensor | None = None,
@@ -560,11 +567,14 @@ class NodeModel(nn.Module):
     frames). ``pe_dim > 0``: a positional encoding ``pe`` is concatenated to the input (all
     models) and, for BuNN, also to φ's input. ``bunn_kwargs`` go to :class:`BuNNConv`.
 
-    ``block="sep"`` is the residual block of Platonov et al. (2023), used by the paper's
-    heterophily code: ``h ← h + FF([LN(h), conv(LN(h))])``, a pre-LayerNorm block in which a
-    feed-forward network ``Linear(2C, C) → GELU → Linear(C, C)`` reads the ego features beside the
-    aggregated ones (for BuNN the concatenation happens inside the layer, before de-syncing, as in
-    the paper's code); a final LayerNorm precedes the readout. ``block="plain"``: ``h ← h + GELU(conv(h))``.
+    ``block="sep"``: ``h ← h + FF([LN(h), conv(LN(h))])``, the pre-LayerNorm residual block of
+    Platonov et al. (2023) for GraphSAGE, in which a feed-forward network
+    ``Linear(2C, C) → GELU → Linear(C, C)`` reads the ego features beside the aggregated ones. Every
+    ``kind`` gets this concatenation here, so ``gcn`` with ``block="sep"`` is "GCN-sep", not
+    Platonov et al.'s GCN module (``FF(conv(LN(h)))``, no ego features). For BuNN the concatenation
+    happens inside the layer, before de-syncing, with the un-synced input (the paper's code
+    concatenates the synced one). A final LayerNorm precedes the readout.
+    ``block="plain"``: ``h ← h + GELU(conv(h))``.
     """
 
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, layers: int = 2,
