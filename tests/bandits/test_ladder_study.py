@@ -45,3 +45,23 @@ def test_record_loads_and_has_every_part():
                 a = arrays[study.key(method, M, part)]
                 assert a.shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
     assert arrays[study.key("LinUCB", None, "total")].shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
+
+
+def test_record_code_sha256_and_reuse_refused_on_mismatch(monkeypatch, tmp_path):
+    """The record holds the sha256 of the code that made it, equal to the current code's; main(reuse=True)
+    refuses to reuse a record whose code sha256 differs (before any job runs)."""
+    record, _ = study.load()
+    assert set(record["code_sha256"]) == set(study.CODE)
+    assert study.code_matches(record)
+    other = tmp_path / "ladder-study.json"
+    import json
+    raw = json.loads(study.RECORD.read_text())
+    raw["code_sha256"] = {name: "0" * 64 for name in study.CODE}
+    other.write_text(json.dumps(raw))
+    monkeypatch.setattr(study, "RECORD", other)
+    assert not study.code_matches(study.load()[0])
+    ran = []
+    monkeypatch.setattr(study, "_job", lambda job: ran.append(job))
+    with pytest.raises(ValueError, match="other code"):
+        study.main(reuse=True)
+    assert not ran
