@@ -12,7 +12,8 @@ chapter's bootstrap resamples the streams). One rung is a factor ``(1/GAP_MIN)^(
 Methods (each on the hard family of the chapter: ``K = d = 8`` nearly fixed actions, noise 0.1,
 ``lambda = 0.01``, ``delta = 0.01``, theory radii): the paper's batched elimination and LinUCB
 frozen between batches, each on the minimax grid (``u = u_eff``, the chapter's ``u_of``) and on the
-geometric grid (``t_1 = T^(1/M)``, a small first batch), at ``M`` in ``MS`` and every horizon in
+geometric grid (``t_1 = T^(1/M)``, a small first batch), and frozen LinUCB with its tuned radius
+(``FROZEN_C``) on the geometric grid, at ``M`` in ``MS`` and every horizon in
 ``HORIZONS`` (each grid rebuilt per horizon); sequential LinUCB once at the longest horizon (it is
 anytime: shorter horizons are its prefixes). Per cell the record keeps, per gap and stream, the
 total regret, the regret after the cell's first batch (rounds ``t_1 + 1 .. T``) and the regret in
@@ -50,7 +51,10 @@ N_GAPS, GAP_MIN = 48, 0.01
 STREAMS = 16
 SEED = 0
 GAPS = np.geomspace(GAP_MIN, 1.0, N_GAPS)
-BATCHED = ("elimination", "frozen LinUCB", "frozen LinUCB, geometric grid", "elimination, geometric grid")
+BATCHED = ("elimination", "frozen LinUCB", "frozen LinUCB, geometric grid", "elimination, geometric grid",
+           "frozen LinUCB tuned, geometric grid")
+FROZEN_C = 0.125        # frozen LinUCB's tuned radius scale: the chapter's tuning at M* (minimax grid, T = 24000,
+                        # tuning seeds apart from these), the top of its plateau 0.125 .. 1/64
 RESULTS = Path(__file__).parent / "results"
 RECORD = RESULTS / "ladder-study.json"
 PARTS = ("total", "post", "last")       # total regret, after t_1, in the last batch (after t_{M-1})
@@ -83,7 +87,8 @@ def run_cell(method: str, M: int, T: int, env=None) -> tuple[np.ndarray, np.ndar
     if method.startswith("elimination"):
         r = batched_elimination(env, T, grid, lam=LAM, delta=DELTA)
     else:
-        r = batched_linucb(env, T, grid, lam=LAM, delta=DELTA)
+        r = batched_linucb(env, T, grid, lam=LAM, delta=DELTA,
+                           beta_scale=FROZEN_C if method.startswith("frozen LinUCB tuned") else 1.0)
     shape = (len(env.theta) // env.streams, env.streams)
     return (r.regret.sum(1).reshape(shape), r.regret[:, int(grid[0]):].sum(1).reshape(shape),
             r.regret[:, int(grid[-2]):].sum(1).reshape(shape))
@@ -135,7 +140,11 @@ def write(arrays: dict, cpu: dict, wall: float) -> None:
     lists = {k: np.round(np.asarray(a, float), ROUND).tolist() for k, a in sorted(arrays.items())}
     record = {"recipe": {"d": D, "K": K, "noise_sd": NOISE, "lam": LAM, "delta": DELTA,
                          "horizons": list(HORIZONS), "Ms": list(MS), "n_gaps": N_GAPS, "gap_min": GAP_MIN,
-                         "streams": STREAMS, "seed": SEED, "methods": list(BATCHED) + ["LinUCB"],
+                         "streams": STREAMS, "seed": SEED, "methods": list(BATCHED) + ["LinUCB"], "frozen_tuned_c": FROZEN_C,
+                         "code_sha256": "sha256 of algorithms.py and envs.py (the code that makes the arrays) when "
+                                        "the record was written; main(reuse=True) reuses arrays only if it equals the "
+                                        "current code's, so every array here was made by this code (the first "
+                                        "arrays were stamped after their run, from the unchanged code that made them)",
                          "grids": {f"{m} M={M}": {str(T): grid_of(m, T, M).tolist() for T in HORIZONS}
                                    for m in BATCHED for M in MS},
                          "arrays": "name 'method|M|part' (M = 'T' for sequential LinUCB), part total, post "
