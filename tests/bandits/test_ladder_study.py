@@ -65,3 +65,19 @@ def test_record_code_sha256_and_reuse_refused_on_mismatch(monkeypatch, tmp_path)
     with pytest.raises(ValueError, match="other code"):
         study.main(reuse=True)
     assert not ran
+
+
+def test_tuned_frozen_challenger_uses_its_scale(monkeypatch):
+    """The tuned frozen-LinUCB challenger runs batched_linucb with beta_scale = FROZEN_C on the geometric
+    grid; the untuned one with the theory radius (scale 1)."""
+    env = study.env_of(np.array([0.5]), 2)
+    seen = []
+
+    def fake(env_, T_, grid, **kw):
+        seen.append((list(grid), kw.get("beta_scale", 1.0)))
+        return _Result(np.zeros((len(env_.theta), T_)))
+    monkeypatch.setattr(study, "batched_linucb", fake)
+    study.run_cell("frozen LinUCB tuned, geometric grid", 2, 400, env=env)
+    study.run_cell("frozen LinUCB, geometric grid", 2, 400, env=env)
+    geo = list(study.grid_of("frozen LinUCB, geometric grid", 400, 2))
+    assert seen == [(geo, study.FROZEN_C), (geo, 1.0)]
