@@ -45,3 +45,39 @@ def test_record_loads_and_has_every_part():
                 a = arrays[study.key(method, M, part)]
                 assert a.shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
     assert arrays[study.key("LinUCB", None, "total")].shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
+
+
+def test_record_code_sha256_and_reuse_refused_on_mismatch(monkeypatch, tmp_path):
+    """The record holds the sha256 of the code that made it, equal to the current code's; main(reuse=True)
+    refuses to reuse a record whose code sha256 differs (before any job runs)."""
+    record, _ = study.load()
+    assert set(record["code_sha256"]) == set(study.CODE)
+    assert study.code_matches(record)
+    other = tmp_path / "ladder-study.json"
+    import json
+    raw = json.loads(study.RECORD.read_text())
+    raw["code_sha256"] = {name: "0" * 64 for name in study.CODE}
+    other.write_text(json.dumps(raw))
+    monkeypatch.setattr(study, "RECORD", other)
+    assert not study.code_matches(study.load()[0])
+    ran = []
+    monkeypatch.setattr(study, "_job", lambda job: ran.append(job))
+    with pytest.raises(ValueError, match="other code"):
+        study.main(reuse=True)
+    assert not ran
+
+
+def test_tuned_frozen_challenger_uses_its_scale(monkeypatch):
+    """The tuned frozen-LinUCB challenger runs batched_linucb with beta_scale = FROZEN_C on the geometric
+    grid; the untuned one with the theory radius (scale 1)."""
+    env = study.env_of(np.array([0.5]), 2)
+    seen = []
+
+    def fake(env_, T_, grid, **kw):
+        seen.append((list(grid), kw.get("beta_scale", 1.0)))
+        return _Result(np.zeros((len(env_.theta), T_)))
+    monkeypatch.setattr(study, "batched_linucb", fake)
+    study.run_cell("frozen LinUCB tuned, geometric grid", 2, 400, env=env)
+    study.run_cell("frozen LinUCB, geometric grid", 2, 400, env=env)
+    geo = list(study.grid_of("frozen LinUCB, geometric grid", 400, 2))
+    assert seen == [(geo, study.FROZEN_C), (geo, 1.0)]

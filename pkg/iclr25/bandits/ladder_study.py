@@ -12,7 +12,8 @@ chapter's bootstrap resamples the streams). One rung is a factor ``(1/GAP_MIN)^(
 Methods (each on the hard family of the chapter: ``K = d = 8`` nearly fixed actions, noise 0.1,
 ``lambda = 0.01``, ``delta = 0.01``, theory radii): the paper's batched elimination and LinUCB
 frozen between batches, each on the minimax grid (``u = u_eff``, the chapter's ``u_of``) and on the
-geometric grid (``t_1 = T^(1/M)``, a small first batch), at ``M`` in ``MS`` and every horizon in
+geometric grid (``t_1 = T^(1/M)``, a small first batch), and frozen LinUCB with its tuned radius
+(``FROZEN_C``) on the geometric grid, at ``M`` in ``MS`` and every horizon in
 ``HORIZONS`` (each grid rebuilt per horizon); sequential LinUCB once at the longest horizon (it is
 anytime: shorter horizons are its prefixes). Per cell the record keeps, per gap and stream, the
 total regret, the regret after the cell's first batch (rounds ``t_1 + 1 .. T``) and the regret in
@@ -21,7 +22,8 @@ chapter's competence clause).
 
 Run ``python -m iclr25.bandits.ladder_study`` (two worker processes, one thread each, about 600 s of
 CPU in all): it writes ``results/ladder-study.json``: the recipe, seeds, timings, the arrays (regrets
-rounded to 0.1) and their sha256 (:func:`iclr25.common.digest.json_sha256`). By default the jobs
+rounded to 0.1) and their sha256 (:func:`iclr25.common.digest.json_sha256`), and the sha256 of the
+code that made them (``algorithms.py``, ``envs.py``). By default the jobs
 whose arrays the committed record already holds are taken from it (:func:`main`). The chapter loads it with
 :func:`load`, which checks the digest, and re-runs :func:`run_cell` on cells of it live to show that
 they reproduce the record (to its rounding).
@@ -49,11 +51,15 @@ N_GAPS, GAP_MIN = 48, 0.01
 STREAMS = 16
 SEED = 0
 GAPS = np.geomspace(GAP_MIN, 1.0, N_GAPS)
-BATCHED = ("elimination", "frozen LinUCB", "frozen LinUCB, geometric grid", "elimination, geometric grid")
+BATCHED = ("elimination", "frozen LinUCB", "frozen LinUCB, geometric grid", "elimination, geometric grid",
+           "frozen LinUCB tuned, geometric grid")
+FROZEN_C = 0.125        # frozen LinUCB's tuned radius scale: the chapter's tuning at M* (minimax grid, T = 24000,
+                        # tuning seeds apart from these), the top of its plateau 0.125 .. 1/64
 RESULTS = Path(__file__).parent / "results"
 RECORD = RESULTS / "ladder-study.json"
 PARTS = ("total", "post", "last")       # total regret, after t_1, in the last batch (after t_{M-1})
 ROUND = 1                                   # decimals kept of every regret in the record
+CODE = ("algorithms.py", "envs.py")         # the modules whose code makes the arrays (sha256 in the record)
 
 
 def env_of(gaps: np.ndarray = GAPS, streams: int = STREAMS, seed: int = SEED):
@@ -81,7 +87,8 @@ def run_cell(method: str, M: int, T: int, env=None) -> tuple[np.ndarray, np.ndar
     if method.startswith("elimination"):
         r = batched_elimination(env, T, grid, lam=LAM, delta=DELTA)
     else:
-        r = batched_linucb(env, T, grid, lam=LAM, delta=DELTA)
+        r = batched_linucb(env, T, grid, lam=LAM, delta=DELTA,
+                           beta_scale=FROZEN_C if method.startswith("frozen LinUCB tuned") else 1.0)
     shape = (len(env.theta) // env.streams, env.streams)
     return (r.regret.sum(1).reshape(shape), r.regret[:, int(grid[0]):].sum(1).reshape(shape),
             r.regret[:, int(grid[-2]):].sum(1).reshape(shape))
@@ -113,6 +120,18 @@ def key(method: str, M: int | None, part: str) -> str:
     return f"{method}|{M if M is not None else 'T'}|{part}"
 
 
+def code_sha256() -> dict:
+    """The sha256 of the modules that make the arrays (:data:`CODE`), as they are now."""
+    from iclr25.common.digest import file_sha256
+
+    return {name: file_sha256(Path(__file__).parent / name) for name in CODE}
+
+
+def code_matches(record: dict) -> bool:
+    """Whether the record was made by the current code: its ``code_sha256`` equals :func:`code_sha256`."""
+    return record.get("code_sha256") == code_sha256()
+
+
 def write(arrays: dict, cpu: dict, wall: float) -> None:
     """Write the record: recipe, timings, arrays (nested lists, rounded to ``ROUND`` decimals) and the
     sha256 of the arrays."""
@@ -121,27 +140,36 @@ def write(arrays: dict, cpu: dict, wall: float) -> None:
     lists = {k: np.round(np.asarray(a, float), ROUND).tolist() for k, a in sorted(arrays.items())}
     record = {"recipe": {"d": D, "K": K, "noise_sd": NOISE, "lam": LAM, "delta": DELTA,
                          "horizons": list(HORIZONS), "Ms": list(MS), "n_gaps": N_GAPS, "gap_min": GAP_MIN,
-                         "streams": STREAMS, "seed": SEED, "methods": list(BATCHED) + ["LinUCB"],
+                         "streams": STREAMS, "seed": SEED, "methods": list(BATCHED) + ["LinUCB"], "frozen_tuned_c": FROZEN_C,
+                         "code_sha256": "sha256 of algorithms.py and envs.py (the code that makes the arrays) when "
+                                        "the record was written; main(reuse=True) reuses arrays only if it equals the "
+                                        "current code's, so every array here was made by this code (the first "
+                                        "arrays were stamped after their run, from the unchanged code that made them)",
                          "grids": {f"{m} M={M}": {str(T): grid_of(m, T, M).tolist() for T in HORIZONS}
                                    for m in BATCHED for M in MS},
                          "arrays": "name 'method|M|part' (M = 'T' for sequential LinUCB), part total, post "
                                    "(regret after the cell's t_1) or last (regret after its t_(M-1)), shape (horizon, gap, stream), rounded to "
                                    f"{ROUND} decimal"},
-              "cpu_s": cpu, "wall_s": round(wall, 1), "arrays_sha256": json_sha256(lists), "arrays": lists}
+              "cpu_s": cpu, "wall_s": round(wall, 1), "code_sha256": code_sha256(),
+              "arrays_sha256": json_sha256(lists), "arrays": lists}
     RESULTS.mkdir(exist_ok=True)
     RECORD.write_text(json.dumps(record, separators=(",", ":")) + "\n")
 
 
 def main(reuse: bool = True) -> None:
     """Run the study's jobs; with ``reuse``, the jobs whose every array is already in the committed
-    record are taken from it (the code that made them is unchanged and deterministic; their CPU time
-    is the recorded one) and only the missing ones run. At ``M = 2`` the last batch starts at ``t_1``,
-    so a record's ``post`` is also its ``last``."""
+    record are taken from it (their CPU time is the recorded one) and only the missing ones run. Reuse
+    is refused (``ValueError``) unless the record's ``code_sha256`` equals the sha256 of the current
+    :data:`CODE` modules: arrays made by other code are not mixed with new ones. At ``M = 2`` the
+    last batch starts at ``t_1``, so a record's ``post`` is also its ``last``."""
     jobs = [("elimination", M) for M in MS] + [(m, M) for m in BATCHED[1:] for M in MS] + [("LinUCB",)]
     t0 = time.time()
     arrays, cpu = {}, {}
     if reuse and RECORD.exists():
         old, old_arrays = load()
+        if not code_matches(old):
+            raise ValueError(f"{RECORD} was made by other code (sha256 of {', '.join(CODE)}: "
+                             f"{old.get('code_sha256')} vs now {code_sha256()}); run main(reuse=False)")
         for k, a in old_arrays.items():
             arrays[k] = a
             method, M, part = k.split("|")
