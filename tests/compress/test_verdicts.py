@@ -90,3 +90,4 @@ def test_gated_judges_only_where_the_mechanism_acts() -> None:
     assert h is None and lv == [1, 2] and why
     h, why, lv = gated(dec, {1: 0.1, 2: 0.1}, 0.2)
     assert h is None and lv == [] and "20%" in why
+

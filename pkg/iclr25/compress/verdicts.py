@@ -4,7 +4,7 @@ An experiment prunes several *models* (training seeds), possibly with several ca
 each. Calibration draws of one model are not independent evidence about the method: they share the
 model. So the unit of replication is the model: :func:`per_model` averages the within-model paired
 gaps, and :func:`paired_gap` treats the per-model means as ``k`` independent draws (a one-sample
-t-interval with ``k - 1`` degrees of freedom, quantile from :func:`scipy.stats.t.ppf`).
+t-interval with ``k - 1`` degrees of freedom, quantile from :func:`scipy.stats.t.ppf`, via :func:`iclr25.common.stats.t_interval`).
 
 :func:`decide` turns a gap into a verdict, the same rule at every scale (a small scale only has less
 power, so it leaves more rows undecided, never flips one by construction):
@@ -20,10 +20,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
-LEVEL = 0.95
-"""Two-sided confidence level of the intervals."""
+from iclr25.common.stats import LEVEL, t_interval  # noqa: F401 - re-exported
 
 
 def per_model(gaps: Mapping[tuple[Hashable, Hashable], float]) -> dict[Hashable, float]:
@@ -33,17 +31,6 @@ def per_model(gaps: Mapping[tuple[Hashable, Hashable], float]) -> dict[Hashable,
     for (m, _), g in gaps.items():
         out.setdefault(m, []).append(float(g))
     return {m: float(np.mean(v)) for m, v in out.items()}
-
-
-def t_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
-    """Two-sided ``level`` Student-t interval of the mean of ``values`` (``(-inf, inf)`` for fewer
-    than two values, and the mean twice when all values are equal)."""
-    v = np.asarray(values, dtype=float)
-    k = len(v)
-    if k < 2:
-        return -np.inf, np.inf
-    half = float(stats.t.ppf(0.5 + level / 2, df=k - 1)) * v.std(ddof=1) / np.sqrt(k)
-    return float(v.mean() - half), float(v.mean() + half)
 
 
 def paired_gap(worse: Mapping[tuple, float], better: Mapping[tuple, float],
