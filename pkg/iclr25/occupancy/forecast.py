@@ -7,7 +7,7 @@ carries them), then runs the chapter's :class:`~iclr25.occupancy.model.StateFore
 and :class:`~iclr25.occupancy.model.OccHead` unchanged. With a perfect input, whatever the forecast
 loses against a non-learned copy is the forecaster's own failure, not the encoder's.
 
-Three arms, one flag each:
+Arms (the chapter runs the first and the last):
 
 * ``align=False, use_state=True``: the forecaster as in the world models (the state enters by
   concatenation, as in the paper's fusion);
@@ -16,7 +16,8 @@ Three arms, one flag each:
   (the voxels entering the view copy the last column, as the fill-last ego copy does), so the
   residual update only has to move what moves in the world (our variant, not the paper's).
 
->>> model, curve = train_oracle(tr, align=True, steps=1000, seed=0, evals=(500, 1000), val=test)
+>>> score = lambda m: future_miou(oracle_predict(m, test))          # any scorer of the forecasts
+>>> model, curve = train_oracle(tr, align=True, steps=1000, seed=0, evals=(500, 1000), score=score)
 """
 
 from __future__ import annotations
