@@ -41,3 +41,21 @@ def test_training_is_deterministic_and_reduces_the_loss(data):
         fo.train_oracle(data, align=True, steps=30, seed=1, log=log)
     assert logs[0] == logs[1]
     assert sum(logs[0][-5:]) < sum(logs[0][:5])
+
+
+def test_unaligned_oracle_forecaster_is_the_world_models_forecaster(data):
+    """align=False runs exactly StateForecaster.forward + OccHead on the embedded true occupancy; align=True with a
+    standing ego is the same forecast."""
+    torch.manual_seed(0)
+    m = fo.OracleForecaster(align=False)
+    occ, state = data["occ"][:, CURRENT], data["state"]
+    x = F.one_hot(occ, N_CLASSES).permute(0, 4, 1, 2, 3).float()
+    feat = m.emb(torch.cat([x, m.coords.expand(len(x), -1, -1, -1, -1)], 1))
+    outs, wp_ref = m.forecaster(feat, state, HORIZON)
+    logits, wp = m(occ, state, data["speed"])
+    assert len(logits) == HORIZON and torch.equal(wp, wp_ref)
+    assert all(torch.equal(lg, m.occ(f)) for lg, f in zip(logits, outs))
+    m.align = True
+    still, _ = m(occ, state, torch.zeros_like(data["speed"]))
+    moved, _ = m(occ, state, data["speed"])
+    assert all(torch.equal(a, b) for a, b in zip(still, logits)) and not torch.equal(moved[0], logits[0])

@@ -57,20 +57,11 @@ class OracleForecaster(nn.Module):
 
     def forward(self, occ: torch.Tensor, state: torch.Tensor, speed: torch.Tensor, steps: int = HORIZON):
         """Occupancy logits [(B, N_CLASSES, X, Y, Z)] * steps and waypoints (B, steps, 2)."""
-        fc = self.forecaster
         x = F.one_hot(occ, N_CLASSES).permute(0, 4, 1, 2, 3).float()
         feat = self.emb(torch.cat([x, self.coords.expand(len(x), -1, -1, -1, -1)], 1))
-        e = fc.plan(state if fc.use_state else torch.zeros_like(state))
-        logits, wps = [], []
-        for _ in range(steps):          # StateForecaster.forward, with the optional alignment first
-            if self.align:
-                feat = ego_align(feat, speed)
-            eb = e[:, :, None, None, None].expand(-1, -1, *feat.shape[2:])
-            feat = feat + fc.fuse(torch.cat([feat, eb], 1))
-            e = e + fc.ego(torch.cat([e, feat.mean((2, 3, 4))], 1))
-            logits.append(self.occ(feat))
-            wps.append(fc.traj(e))
-        return logits, torch.cumsum(torch.stack(wps, 1), 1)
+        shift = (lambda f: ego_align(f, speed)) if self.align else None
+        outs, wps = self.forecaster(feat, state, steps, shift=shift)      # the world models' loop, unchanged
+        return [self.occ(f) for f in outs], wps
 
 
 @torch.no_grad()

@@ -120,12 +120,16 @@ class StateForecaster(nn.Module):
         self.ego = nn.Sequential(nn.Linear(emb + channels, 32), nn.Softplus(), nn.Linear(32, emb))
         self.traj = nn.Linear(emb, 2)
 
-    def forward(self, feat: torch.Tensor, state: torch.Tensor, steps: int):
+    def forward(self, feat: torch.Tensor, state: torch.Tensor, steps: int, shift=None):
         """Features ``feat`` (B, C, X, Y, Z), state (B, state_dim) -> list of ``steps`` future
-        feature volumes and waypoints (B, steps, 2) (cumulative displacement of the ego)."""
+        feature volumes and waypoints (B, steps, 2) (cumulative displacement of the ego).
+        ``shift``, if given, maps the volume before every step (the ego alignment of
+        :mod:`~iclr25.occupancy.forecast`, our variant; the world models pass none)."""
         e = self.plan(state if self.use_state else torch.zeros_like(state))
         outs, wps = [], []
         for _ in range(steps):
+            if shift is not None:
+                feat = shift(feat)
             eb = e[:, :, None, None, None].expand(-1, -1, *feat.shape[2:])
             feat = feat + self.fuse(torch.cat([feat, eb], 1))
             e = e + self.ego(torch.cat([e, feat.mean((2, 3, 4))], 1))
