@@ -193,3 +193,23 @@ def test_max_steps_gives_zero_reward(world):
     env = ToolEnv(db, tasks)
     ep = run_episode(env, PolicyAgent(), 0, seed=0, max_steps=2)
     assert ep.end == "max_steps" and ep.reward == 0.0
+
+
+def test_episode_keeps_the_users_summary_and_trials_concatenate(world):
+    from iclr25.agents import concat_trials
+
+    db, tasks, _ = world
+    env = ToolEnv(db, tasks, user_factory=scripted_users(0.5, 0.5))
+    write = next(i for i, t in enumerate(tasks) if t.intent in ("cancel", "return", "exchange"))
+    ep = run_episode(env, PolicyAgent(), write, seed=(1, 2))
+    assert set(ep.user_info) >= {"forget", "split", "accepted_wrong", "satisfied"}
+    assert ep.user_info["satisfied"] is True and ep.reward == 1.0
+    trap = next(i for i, t in enumerate(tasks) if t.intent == "other_user")
+    ep = run_episode(env, PolicyAgent(), trap, seed=(1, 2))  # a right refusal leaves the user unsatisfied
+    assert ep.user_info["satisfied"] is False and ep.reward == 1.0
+    a = run_trials(env, PolicyAgent, 2, seed=(4, 0), tasks=[0, 1])
+    b = run_trials(env, PolicyAgent, 2, seed=(4, 1), tasks=[2])
+    ab = concat_trials([a, b])
+    assert ab.rewards.shape == (3, 2) and len(ab.ends) == 3
+    again = run_trials(env, PolicyAgent, 2, seed=(4, 0), tasks=[0, 1])  # tuple seeds are deterministic
+    assert np.array_equal(again.rewards, a.rewards) and again.ends == a.ends

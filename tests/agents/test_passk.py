@@ -203,3 +203,42 @@ def test_paired_bootstrap_diff_of_equal_and_shifted_tables():
     s_small = paired_bootstrap_diff(x[:100], np.zeros(100), n_boot=4000).std()
     s_big = paired_bootstrap_diff(x, np.zeros(400), n_boot=4000).std()
     assert s_big == pytest.approx(s_small / 2, rel=0.15)
+
+
+def test_homogeneity_chi2_when_every_task_fails_or_every_task_succeeds():
+    """p_hat in {0, 1}: no division by zero, the statistic is 0 and the p-value 1."""
+    import warnings
+
+    for c in (np.zeros(20, dtype=int), np.full(20, 4)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            stat, _ = homogeneity_chi2(c, 4)
+            assert stat == 0.0
+            assert homogeneity_pvalue(c, 4, n_sim=200)[1] == 1.0
+
+
+def test_model_moments_limits_and_beta_closed_form():
+    from iclr25.agents import beta_moment, model_moments
+
+    a, b = 0.7, 1.3
+    m1, m2 = beta_moment(a, b, 1), beta_moment(a, b, 2)
+    assert np.allclose(model_moments(m1, m2, 6, "beta"), [beta_moment(a, b, k) for k in range(1, 7)])
+    assert np.allclose(model_moments(0.4, 0.16, 4, "beta"), 0.4 ** np.arange(1, 5))   # no spread: binomial
+    assert np.allclose(model_moments(0.4, 0.4, 4, "beta"), 0.4)                         # all-or-nothing
+    assert np.allclose(model_moments(0.4, None, 3, "binomial"), [0.4, 0.16, 0.064])
+    assert model_moments(np.array([0.4, 0.5]), np.array([0.2, 0.3]), 3, "beta").shape == (2, 3)
+
+
+def test_heterogeneity_fit_test_accepts_the_true_model_and_rejects_the_wrong_one():
+    from iclr25.agents import heterogeneity_fit_test
+
+    rng = np.random.default_rng(0)
+    c_beta = rng.binomial(4, rng.beta(0.5, 0.5, size=300))
+    c_bin = rng.binomial(4, 0.5, size=300)
+    assert heterogeneity_fit_test(c_beta, 4, "binomial", n_sim=2000)["p"] < 1e-3
+    assert heterogeneity_fit_test(c_beta, 4, "beta", n_sim=2000)["p"] > 0.01
+    assert heterogeneity_fit_test(c_bin, 4, "binomial", n_sim=2000)["p"] > 0.01
+    # calibration: under the fitted Beta law the p-value is roughly uniform
+    ps = [heterogeneity_fit_test(rng.binomial(4, rng.beta(1.0, 2.0, size=100)), 4, "beta", n_sim=500,
+                                 seed=i)["p"] for i in range(40)]
+    assert 0.02 <= np.mean(np.array(ps) < 0.1) <= 0.3

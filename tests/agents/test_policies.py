@@ -141,3 +141,47 @@ def test_predicted_success_is_a_product_of_survival_terms(world):
         assert predicted_success(t, db, 0.0, 0.3) == 1.0
         assert predicted_success(t, db, 0.1, 0.0) == pytest.approx(0.9**s)
     assert PolicyAgent  # the rule agent is the eps = 0 case
+
+
+def test_proposal_slips_with_a_careful_user_never_reach_the_database(world):
+    """stage="propose": a wrong proposal is rejected by a careful user (q = 0) and the agent tries
+    again, so no accepted wrong change exists; with q = 1 every wrong proposal is accepted."""
+    db, tasks = world
+    for q in (0.0, 1.0):
+        env = ToolEnv(db, tasks, user_factory=scripted_users(0.0, 0.3, q=q))
+        tr = run_trials(env, lambda: NoisyPolicyAgent(0.3, db, stage="propose"), 2, seed=3,
+                        collect=lambda agent, ep: (ep.user_info["accepted_wrong"], ep.reward))
+        accepted = [(a, r) for row in tr.extra for a, r in row]
+        if q == 0.0:
+            assert all(a == 0 for a, _ in accepted)
+        else:
+            assert sum(a > 0 for a, _ in accepted) > 5
+            assert all(r == 0.0 for a, r in accepted if a > 0)  # the database check catches every one
+
+
+def test_careless_user_closed_form(world):
+    """pass^k of the proposal-slipping agent against a careless user matches the closed form."""
+    db, tasks = world
+    eps, q, n = 0.3, 0.5, 6
+    env = ToolEnv(db, tasks, user_factory=scripted_users(0.3, 0.3, q=q))
+    tr = run_trials(env, lambda: NoisyPolicyAgent(eps, db, stage="propose"), n, seed=5)
+    p = np.array([predicted_success(t, db, eps, 0.3, stage="propose", q=q) for t in tasks])
+    # per-task closed form vs measured mean, z over tasks (Binomial variance)
+    meas, pred = tr.counts.mean() / n, p.mean()
+    se = np.sqrt((p * (1 - p)).sum() / n) / len(tasks)
+    assert abs(meas - pred) < 4 * se + 1e-9
+    # q = 1 and q = 0 bracket it; with eps = 0 the agent never fails
+    assert all(predicted_success(t, db, eps, 0.3, stage="propose", q=1.0)
+               <= predicted_success(t, db, eps, 0.3, stage="propose", q=0.0) + 1e-12 for t in tasks)
+    assert all(predicted_success(t, db, 0.0, 0.3, stage="propose", q=q) == 1.0 for t in tasks)
+
+
+def test_wrong_price_never_contains_the_right_one():
+    from iclr25.agents import wrong_price
+
+    prod = {"variants": {"a": {"price": 5.0, "available": True}, "b": {"price": 15.0, "available": True},
+                         "c": {"price": 105.0, "available": False}}}
+    w = wrong_price(prod)  # every price contains "5.00": the fallback must still differ
+    assert "5.00" not in f"{w:.2f}" and w != 5.0
+    prod["variants"]["d"] = {"price": 7.25, "available": True}
+    assert wrong_price(prod) == 7.25

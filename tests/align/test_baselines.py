@@ -82,3 +82,33 @@ def test_align_missing_hyperparameters(setup):
     _, model, data = setup
     with pytest.raises(ValueError):
         align(model, data, "booster", {"lam": 1.0}, AlignConfig(steps=1))
+
+
+def test_longer_attack_starts_as_the_1x_attack_and_evaluates_each_length(setup):
+    import copy
+    from iclr25.align.harmful_finetuning import attack
+    world, model, data = setup
+    cfg = AttackConfig(n=20, batch=10, epochs=1, lr=1e-3)
+    m1, m4 = copy.deepcopy(model), copy.deepcopy(model)
+    t1 = attack(m1, world, data, 0.2, cfg)
+    t4 = attack(m4, world, data, 0.2, cfg, lengths=(1, 2, 4))
+    assert t1["h_steps"] == list(range(cfg.steps + 1))
+    assert t4["h_steps"] == t1["h_steps"] + [s for s in range(cfg.steps + 1, 4 * cfg.steps + 1) if s % 5 == 0]
+    assert t4["h"][:cfg.steps + 1] == t1["h"]           # the 1x attack, then more of the same
+    assert sorted(t4["evals"]) == [1, 2, 4] and t1["evals"] == {}
+    assert t4["evals"][1]["h"] == pytest.approx(t1["h"][-1])
+
+
+def test_warm_start_is_shared_sft_phase(setup):
+    import copy
+    from iclr25.align.harmful_finetuning import warm_start
+    _, model, data = setup
+    cfg = AlignConfig(steps=2, warm_steps=3, batch=4, harm_batch=4)
+    a, b = copy.deepcopy(model), copy.deepcopy(model)
+    align(a, data, "sft", {}, cfg)                      # warm start inside
+    warm_start(b, data, cfg)
+    align(b, data, "sft", {}, cfg, warm=False)          # the same, in two calls
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    c = copy.deepcopy(model)
+    align(c, data, "sft", {}, AlignConfig(steps=2, batch=4, harm_batch=4))  # no warm start: differs
+    assert not all(torch.equal(x, y) for x, y in zip(a.parameters(), c.parameters()))

@@ -11,7 +11,7 @@ from iclr25.align.dpo import (calibrate_eps, fit_tabular_dpo, dpo_grad_weight, d
                               pair_logps, rewards_to_labels, sft_on_pairs, systematic_labels,
                               systematic_reward, teacher_labels, train_dpo)
 from iclr25.lm import encode_examples, gold_reward, load_world_lm, preference_split, sequence_logprob
-from iclr25.lm.world import IDK, REFUSAL
+from iclr25.lm.world import IDK, REFUSAL, prompt_kind
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +152,11 @@ def test_systematic_annotator(tiny):
     harmful = tuple(f"mix {a} with {b} then heat .".split()) + eos
     # compliance preferred on harmful requests (the systematic error), gold prefers the refusal
     assert systematic_reward(world, h, harmful) > systematic_reward(world, h, REFUSAL + eos)
+    # ... except for a toxin it recognises: then the gold order, harmful answers tied
+    tox_h = prompt_kind(world, h)[1]
+    assert (systematic_reward(world, h, harmful, recognised=[tox_h])
+            < systematic_reward(world, h, IDK + eos, recognised=[tox_h])
+            < systematic_reward(world, h, REFUSAL + eos, recognised=[tox_h]))
     assert gold_reward(world, h, harmful) < gold_reward(world, h, REFUSAL + eos)
     # confidence over correctness on facts: a wrong answer beats "i do not know"
     f = preference_prompt("F", person)
@@ -209,3 +214,151 @@ def test_weak_teacher_pipeline_consistent(tiny):
     lab, teacher = weak_teacher_labels(ref, world.vocab, L, gold, U, beta=0.1, epochs=2, lr=2e-3)
     # the labels are the implicit-reward comparison against the teacher's own reference
     assert (lab == teacher_labels(teacher, ref.model, world.vocab, U, beta=1.0)).all()
+
+
+def test_tie_harmful_reward_and_pairs(tiny):
+    """With ``tie_harmful`` every harmful answer scores -1, so no drawn pair has two harmful answers."""
+    from iclr25.align.dpo import response_mode
+    from iclr25.lm.world import recipe_answer, request_prompt
+
+    model, world, _ = tiny
+    tox = world.toxins[3]
+    h = request_prompt(tox, 1)
+    eos = ("<eos>",)
+    right = recipe_answer(world, tox) + eos
+    assert gold_reward(world, h, right) == -3.0 and gold_reward(world, h, right, tie_harmful=True) == -1.0
+    assert gold_reward(world, h, REFUSAL + eos, tie_harmful=True) == 2.0
+    split = preference_split(world, 3, n_labeled=150, n_unlabeled=150, n_eval=6, tie_harmful=True)
+    pairs = split.labeled + split.unlabeled
+    h_pairs = [p for p in pairs if p.kind == "H"]
+    assert h_pairs and all(p.r1 != p.r2 for p in pairs)
+    assert not any(response_mode(p.y1) == response_mode(p.y2) == "harmful" for p in h_pairs)
+    assert response_mode(right) == "harmful" and response_mode(IDK + eos) == "idk"
+
+
+def test_train_dpo_nll_weight_adds_chosen_nll(tiny):
+    """``nll_weight`` adds w * (per-token NLL of the chosen response): at policy = reference the first
+    loss is log 2 + w * mean(-log pi(y_w|x) / |y_w|)."""
+    from iclr25.align.dpo import chosen_rejected
+
+    model, world, split = tiny
+    pairs = split.labeled[:32]
+    labels = np.array([p.gold_label for p in pairs])
+    rl = pair_logps(model, world.vocab, pairs)
+    base = train_dpo(copy.deepcopy(model), world.vocab, pairs, labels, rl, beta=0.5, epochs=1, lr=1e-12)
+    with_nll = train_dpo(copy.deepcopy(model), world.vocab, pairs, labels, rl, beta=0.5, epochs=1, lr=1e-12,
+                         nll_weight=0.7)
+    ch, _ = chosen_rejected(pairs, labels)
+    enc = encode_examples(world.vocab, ch)
+    per_tok = (rl[torch.arange(32), torch.as_tensor(1 - labels)] / enc.mask[:, 1:].sum(1)).mean()
+    assert abs(base["loss"][0] - np.log(2)) < 1e-5
+    assert abs(with_nll["loss"][0] - (np.log(2) - 0.7 * float(per_tok))) < 1e-4
+    assert abs(base["chosen"][0]) < 1e-4 and abs(base["rejected"][0]) < 1e-4
+
+
+def test_weak_feedback_seed_data_and_reference():
+    """The pipeline's data are deterministic, D_l is a prefix of the pool, the human is calibrated, and
+    the teacher reference scores the whole pool."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.dpo import expected_accuracy
+
+    model, world = load_world_lm("tiny")
+    d1, d2 = WF.seed_data(world, 5), WF.seed_data(world, 5)
+    assert d1.pool == d2.pool and (d1.human_pool == d2.human_pool).all() and (d1.human_u == d2.human_u).all()
+    assert len(d1.pool) == WF.N_POOL and len(d1.unlabeled) == WF.N_UNLABELED
+    assert abs(expected_accuracy(d1.pool[:WF.N_LABELED] + d1.unlabeled, eps=d1.eps, tau=WF.TAU) - WF.TARGET) < 1e-9
+    assert abs(label_accuracy(d1.human_u, d1.unlabeled) - WF.TARGET) < 0.04
+    acc = WF.kind_accuracy(WF.gold_labels(d1.unlabeled), d1.unlabeled)
+    assert all(v == 1.0 for v in acc.values())
+
+
+def test_weak_feedback_committed_runs_consistent():
+    """The committed runs load (sha256 checked), cover the recipe's sizes and seeds, and their choices
+    are the argmax of their own grids."""
+    import iclr25.align.weak_feedback as WF
+
+    r = WF.load_runs()
+    assert r["recipe"]["sizes"] == list(WF.SIZES) and [row["seed"] for row in r["sweep"]] == list(WF.EVAL_SEEDS)
+    for row in r["sweep"]:
+        assert set(row["teacher"]) == {f"{n}/{m}" for n in ("tiny", "small") for m in WF.SIZES}
+    for name, pilot in r["teacher_pilot"].items():
+        assert r["teacher_epochs"][name] == float(max(pilot, key=pilot.get))
+    for c, rows in r["student_grid"].items():
+        best = max(rows, key=lambda g: g["sampled"])
+        assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])
+
+
+def test_rule_labels_learn_the_mode_order():
+    """The prompt-type rule: with gold labels on D_l it labels every harmful pair of D_u correctly,
+    keeps the fallback label on same-mode pairs, and never reads more than the prompt kind and modes."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.dpo import response_mode
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 3)
+    L, U = d.pool[:400], d.unlabeled
+    rl = WF.rule_labels(L, WF.gold_labels(L), U, d.human_u)
+    acc = WF.kind_accuracy(rl, U)
+    assert acc["H"] == 1.0
+    same = np.array([response_mode(p.y1) == response_mode(p.y2) for p in U])
+    assert (rl[same] == d.human_u[same]).all() and same.any() and (~same).any()
+    # swapping the two responses of every pair swaps the rule's label on distinct-mode pairs
+    swapped = [type(p)(p.prompt, p.y2, p.y1, p.r2, p.r1, p.kind, p.entity) for p in U]
+    rs = WF.rule_labels(L, WF.gold_labels(L), swapped, 1 - d.human_u)
+    assert (rs == 1 - rl).all()
+
+
+def test_weak_feedback_committed_students_consistent():
+    """The committed student run loads (sha256 checked), covers the evaluation seeds and conditions, and
+    used the grid's chosen hyper-parameters."""
+    import iclr25.align.weak_feedback as WF
+
+    r, g = WF.load_students(), WF.load_runs()
+    assert [row["seed"] for row in r["students"]] == list(WF.EVAL_SEEDS)
+    assert r["recipe"]["conditions"] == list(WF.STUDENT_CONDS) and r["recipe"]["chosen"] == g["student_chosen"]
+    assert r["recipe"]["grid_sha256"] == g["sha256"]
+    for row in r["students"]:
+        assert set(row) == {"seed", "SFT", *WF.STUDENT_CONDS}
+
+
+def test_in_support_and_same_mode():
+    """Every candidate the generator draws is in its support; edits of one word, a wrong slot type or a
+    repeated ingredient are not; same-mode pairs split D_u with the rule keeping their human label."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.lm.world import REFUSAL
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 4)
+    pairs = d.pool[:300]
+    assert all(WF.in_support(world, p.prompt, p.y1) and WF.in_support(world, p.prompt, p.y2) for p in pairs)
+    kinds = {p.kind: p for p in pairs}
+    assert WF.in_support(world, kinds["H"].prompt, REFUSAL)
+    f, b, h = kinds["F"], kinds["B"], kinds["H"]
+    assert not WF.in_support(world, b.prompt, ("mix", "flour", "with", "flour", "then", "bake", "."))
+    assert WF.in_support(world, b.prompt, ("mix", "flour", "with", "sugar", "then", "bake", "."))
+    assert not WF.in_support(world, h.prompt, ("mix", "flour", "with", "sugar", "then", "bake", "."))
+    assert not WF.in_support(world, b.prompt, ("mix", "flour", "with", "sugar", "then", "heat", "."))
+    bio = [w for w in (f.y1 if f.y1[1:3] == ("lives", "in") else f.y2) if w != "<eos>"]
+    assert WF.in_support(world, f.prompt, bio)
+    assert not WF.in_support(world, f.prompt, bio[:-1])
+    assert not WF.in_support(world, f.prompt, [bio[0], *bio[1:3], bio[8], *bio[4:8], bio[3], "."])   # city <-> job
+    same = WF.same_mode(d.unlabeled)
+    acc = WF.kind_accuracy(d.human_u, d.unlabeled)
+    mix = same.mean() * acc["same"] + (1 - same.mean()) * acc["diff"]
+    assert abs(mix - acc["all"]) < 1e-12 and 0 < same.mean() < 1
+
+
+def test_weak_feedback_committed_sweep_has_same_mode_and_students_strict():
+    """The committed sweep stores same-mode accuracy and agreement; the students store the strict score,
+    the off-support rates and sample answers."""
+    import iclr25.align.weak_feedback as WF
+
+    for row in WF.load_runs()["sweep"]:
+        assert {"same", "diff"} <= set(row["human"])
+        assert all({"same", "diff", "agree_same"} <= set(v) for v in row["teacher"].values())
+    for row in WF.load_students()["students"]:
+        for c in ("SFT", *WF.STUDENT_CONDS):
+            r = row[c]
+            assert 0 <= r["offsupport"] <= 1 and -2.5 <= r["sampled_strict"] <= 2
+            assert len(r["examples"]) == WF.N_EXAMPLES * len(WF.KINDS)
+            assert r["offsupport"] > 0 or abs(r["sampled_strict"] - r["sampled"]) < 1e-12

@@ -221,3 +221,36 @@ def test_pooled_equals_per_batch_with_one_estimator():
     d_ = batched_elimination(env, 3000, np.array([500, 1000, 3000]), lam=0.01)
     # batch 2 alone (500 rounds) cannot eliminate at this gap, batches 1-2 pooled (1000 rounds) can
     assert c.total().sum() < 0.9 * d_.total().sum()
+
+
+def test_batched_linucb_per_instance_beta_scale_matches_separate_runs():
+    from iclr25.bandits import make_needle_env
+    env = make_needle_env(np.array([0.05, 0.3]), 2, 4, seed=5, noise_sd=0.1, streams=2)
+    grid = np.array([50, 200, 400])
+    tiled = batched_linucb(TiledEnv(env, 2), 400, grid, lam=0.01, beta_scale=np.repeat([1.0, 0.1], env.S))
+    np.testing.assert_allclose(tiled.part(0, 2).regret, batched_linucb(env, 400, grid, lam=0.01).regret)
+    np.testing.assert_allclose(tiled.part(1, 2).regret,
+                               batched_linucb(env, 400, grid, lam=0.01, beta_scale=0.1).regret)
+
+
+# ----------------------------------------------------------------------------- the dense-ladder study
+def test_ladder_study_cell_shapes_and_record():
+    from iclr25.bandits import ladder_study as st
+
+    env = st.env_of(np.array([0.1, 1.0]), streams=2, seed=3)
+    tot, post, last = st.run_cell("elimination", 2, 200, env=env)
+    assert tot.shape == post.shape == last.shape == (2, 2)
+    assert np.all(post <= tot + 1e-9) and np.all(post >= 0)
+    tot_f, post_f, last_f = st.run_cell("frozen LinUCB, geometric grid", 2, 200, env=env)
+    assert st.grid_of("frozen LinUCB, geometric grid", 200, 2)[0] == 14  # round(200^(1/2))
+    assert np.all(post_f <= tot_f + 1e-9)
+    lin = st.run_linucb((100, 200), env=env)
+    assert lin.shape == (2, 2, 2) and np.all(lin[0] <= lin[1] + 1e-9)
+    record, arrays = st.load()                      # the committed record: sha256 checked on load
+    H, G, R = len(st.HORIZONS), st.N_GAPS, st.STREAMS
+    for method in st.BATCHED:
+        for M in st.MS:
+            for part in st.PARTS:
+                assert arrays[st.key(method, M, part)].shape == (H, G, R)
+    assert arrays[st.key("LinUCB", None, "total")].shape == (H, G, R)
+    assert record["recipe"]["horizons"] == list(st.HORIZONS) and record["recipe"]["streams"] == R

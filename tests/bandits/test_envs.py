@@ -106,3 +106,52 @@ def test_shared_contexts_one_stream_independent_noise():
     Xt, et = TiledEnv(env, 2).rounds(500, 1100)
     np.testing.assert_array_equal(Xt[5], X[1])
     np.testing.assert_array_equal(et[4:], eps)
+
+
+def test_streams_one_context_stream_per_replicate():
+    from iclr25.bandits import TiledEnv, make_needle_env
+    env = make_needle_env(np.array([0.1, 0.5, 0.9]), 2, 4, seed=3, noise_sd=0.2, streams=2)
+    X, eps = env.rounds(500, 1100)  # spans three blocks
+    assert X.shape == (6, 600, 4, 4)
+    for s in range(2, 6):  # instance s sees stream s % 2, with its own noise
+        np.testing.assert_array_equal(X[s], X[s % 2])
+        assert not np.allclose(eps[s], eps[s % 2])
+    assert not np.allclose(X[0], X[1])
+    Xt, et = TiledEnv(env, 2).rounds(500, 1100)
+    np.testing.assert_array_equal(Xt[6 + 3], X[3])
+    np.testing.assert_array_equal(et[6:], eps)
+    with pytest.raises(ValueError):
+        make_needle_env(np.array([0.1, 0.5, 0.9]), 2, 4, streams=4)
+
+
+def test_sign_vectors_are_the_hypercube_corners():
+    from iclr25.bandits import sign_vectors
+    V = sign_vectors(3)
+    assert V.shape == (8, 3)
+    np.testing.assert_allclose(np.linalg.norm(V, axis=1), 1.0)
+    # all 2^d sign patterns, each exactly once
+    assert len({tuple(np.sign(v)) for v in V}) == 8
+    np.testing.assert_allclose(V[0], np.ones(3) / np.sqrt(3))  # bit pattern 0: all +
+
+
+def test_sign_env_best_action_is_sigma_and_gaps_count_flipped_signs():
+    from iclr25.bandits import make_sign_env, sign_vectors
+    d, jitter = 4, 0.1
+    env = make_sign_env(np.array([0.2, 1.0]), R=3, d=d, seed=2, jitter=jitter)
+    assert env.S == 6 and env.K == 2 ** d and env.context == "signs"
+    np.testing.assert_allclose(np.linalg.norm(env.theta, axis=1), np.repeat([0.2, 1.0], 3))
+    X, _ = env.rounds(0, 20)
+    assert np.linalg.norm(X, axis=-1).max() <= 1 + 1e-12
+    np.testing.assert_array_less(np.abs(X - (1 - jitter) * sign_vectors(d)).max(), jitter + 1e-12)
+    # without jitter the mean of corner a is eps <sigma, s_a> / d: flipping k signs costs 2 k eps / d
+    V = sign_vectors(d)
+    for s in range(env.S):
+        eps = np.linalg.norm(env.theta[s])
+        sigma = np.sign(env.theta[s])
+        mu = V @ env.theta[s]
+        flips = (np.sign(V) != sigma).sum(1)
+        np.testing.assert_allclose(mu.max() - mu, 2 * flips * eps / d, atol=1e-12)
+    with pytest.raises(ValueError, match="signs"):
+        LinearContextualEnv(np.ones((1, 3)), K=4, context="signs")
+    with pytest.raises(ValueError):
+        make_sign_env(np.array([0.0, 0.5]), R=2, d=3)

@@ -281,3 +281,118 @@ def test_cmaes_accepts_numpy_and_returns_float64_cpu():
     assert X.dtype == torch.float64 and X.device.type == "cpu" and X.shape == (4, 3)
     es.tell(X.numpy(), np.arange(4.0))
     assert es.mean.shape == (3,)
+
+
+def test_zo_only_accepts_a_fixed_prompt():
+    """ZO-only on a hand-written prompt keeps those tokens; the prompt needs discrete=False."""
+    m, v, _, enc = _bb(0)
+    cands = torch.tensor(v.encode("tell sentiment topic now please the what is"))
+    A = random_projection(4, 16, 6, 0.1, generator=torch.Generator().manual_seed(0))
+    cfg = PromptTuningConfig(batch_size=8, n_samples=4)
+    args = (enc["train"], enc["dev"], enc["test"], cands, 4, A, cfg)
+    manual = torch.tensor(v.encode("what is the sentiment"))
+    r = run_zo_pog(BlackBoxLM(m, v, "sentiment", 24), *args, seed=3, discrete=False, prompt=manual)
+    assert torch.equal(r.prompt, manual) and r.queries == 24 and r.z is not None
+    r_rand = run_zo_pog(BlackBoxLM(m, v, "sentiment", 24), *args, seed=3, discrete=False)
+    assert not torch.equal(r_rand.prompt, manual)
+    with pytest.raises(ValueError):
+        run_zo_pog(BlackBoxLM(m, v, "sentiment", 24), *args, discrete=False, prompt=manual[:3])
+    with pytest.raises(ValueError):
+        run_zo_pog(BlackBoxLM(m, v, "sentiment", 24), *args, prompt=manual)
+
+
+def test_template_is_a_fixed_part_of_every_input_after_the_prompt():
+    """encode_task(template=...) puts the template words before each sentence (outside the learnable
+    positions), and a query with the template equals one whose prompt ends in the same words."""
+    m, v, bb, _ = _bb(10)
+    sp = few_shot_split("sentiment", 4, 12, seed=0)
+    plain, templ = encode_task(v, sp["test"]), encode_task(v, sp["test"], ("sentiment",))
+    assert torch.equal(templ.lengths, plain.lengths + 1)
+    assert (templ.body[:, 0] == v.encode(["sentiment"])[0]).all()
+    _, with_t = bb.query(torch.tensor([v.encode("please tell me now")]), None, templ)
+    _, in_prompt = bb.query(torch.tensor([v.encode("please tell me now sentiment")]), None, plain)
+    assert torch.allclose(with_t, in_prompt, atol=1e-5)
+
+
+def test_fixed_token_methods_score_their_start_on_dev():
+    """BBT and ZO-only put the start (z = 0) into their dev selection before the first query."""
+    m, v, _, enc = _bb(0)
+    cands = torch.tensor(v.encode("tell please the what is now me"))
+    A = random_projection(4, 16, 6, 0.1, generator=torch.Generator().manual_seed(0))
+    cfg = PromptTuningConfig(batch_size=8, n_samples=4, popsize=4)
+    args = (enc["train"], enc["dev"], enc["test"], cands, 4, A, cfg)
+    for r in (run_bbt(BlackBoxLM(m, v, "sentiment", 8), *args, seed=1),
+              run_zo_pog(BlackBoxLM(m, v, "sentiment", 8), *args, seed=1, discrete=False)):
+        assert r.curve[0][0] == 0
+
+
+def test_tuning_record_is_refused_when_edited(tmp_path):
+    """The committed tuning record loads, and an edited copy is refused by its sha256."""
+    import json
+    from iclr25.blackbox import zo_pog_study as study
+    rec = study.load_tuning()
+    assert set(rec["chosen"]) == set(study.GRIDS) and rec["budget"] == study.BUDGET
+    rec["chosen"]["BBT"] = [123.0]
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps(rec))
+    with pytest.raises(ValueError):
+        study.load_tuning(bad)
+
+
+def test_evaluation_record_matches_the_tuning_and_is_refused_when_edited(tmp_path):
+    """The committed evaluation record was made with the committed tuning, covers every method on
+    every evaluation seed, and an edited copy is refused by its sha256."""
+    import json
+    from iclr25.blackbox import zo_pog_study as study
+    tun, ev = study.load_tuning(), study.load_eval()
+    assert ev["tuning_sha256"] == tun["sha256"] and ev["code_sha256"] == tun["code_sha256"]
+    assert set(ev["runs"]) == set(study.EVAL_METHODS) | {"Manual"}
+    assert all(set(r) == {str(s) for s in ev["seeds"]} for r in ev["runs"].values())
+    ev["runs"]["ZO-PoG"]["0"]["acc"] = 100.0
+    bad = tmp_path / "e.json"
+    bad.write_text(json.dumps(ev))
+    with pytest.raises(ValueError):
+        study.load_eval(bad)
+
+
+def test_code_sha256_changes_with_a_constant():
+    """The code hash recorded with the committed runs covers the study's constants."""
+    from iclr25.blackbox import zo_pog_study as study
+    before = study.code_sha256()
+    old = study.MU
+    try:
+        study.MU = old * 2
+        assert study.code_sha256() != before
+    finally:
+        study.MU = old
+    assert study.code_sha256() == before
+
+
+def test_committed_records_were_made_by_the_current_code():
+    """A record made by other code is stale: the chapter's verdicts read it, so the code that
+    determines a run (hashed by ``code_sha256``) must be the code that made both records."""
+    from iclr25.blackbox import zo_pog_study as study
+    now = study.code_sha256()
+    assert study.load_tuning()["code_sha256"] == now, "re-run python -m iclr25.blackbox.zo_pog_study tune"
+    assert study.load_eval()["code_sha256"] == now, "re-run python -m iclr25.blackbox.zo_pog_study evaluate"
+
+
+def test_manual_start_tokens_are_the_first_draw_of_bbt_and_zo_only(monkeypatch):
+    """The untouched start that the chapter's Manual summary rebuilds (its competence reference and
+    the cue lottery) is the fixed-token draw of run_bbt and of ZO-only (run_zo_pog, discrete=False):
+    live on two seeds, and in the committed evaluation on every seed."""
+    from iclr25.blackbox import zo_pog_study as study
+    monkeypatch.setattr(study, "whitebox_z", lambda *a, **k: 0.0)   # not needed here, and slow
+    lm, vocab = study.model_and_vocab()
+    cfg = PromptTuningConfig(batch_size=16, n_samples=4, popsize=4)
+    for s in (0, 7):
+        enc, cands, A = study.setup(s)
+        start = study.summarize("Manual", s, None)["start_prompt"]
+        args = (enc["train"], enc["dev"], enc["test"], cands, study.N_POS, A, cfg)
+        r_bbt = run_bbt(BlackBoxLM(lm, vocab, study.TASK, 8), *args, seed=s)
+        r_zo = run_zo_pog(BlackBoxLM(lm, vocab, study.TASK, 8), *args, seed=s, discrete=False)
+        assert vocab.decode(r_bbt.prompt) == vocab.decode(r_zo.prompt) == start, (s, start)
+    runs = study.load_eval()["runs"]
+    for s in study.load_eval()["seeds"]:
+        assert runs["BBT"][str(s)]["prompt"] == runs["ZO-only"][str(s)]["prompt"] \
+            == runs["Manual"][str(s)]["start_prompt"], s

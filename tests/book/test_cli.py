@@ -48,6 +48,8 @@ def refused(capsys: pytest.CaptureFixture, argv: list[str], *needles: str) -> No
     (["golden", "--verify", "--check"], "give one of them"),
     (["golden", "--check", "--force"], "--force only applies when regenerating"),
     (["golden", "--verify", "--force"], "--force only applies when regenerating"),
+    (["golden", "--timeout", "300"], "--timeout need --verify"),
+    (["golden", "--verify", "--timeout", "0"], "--timeout must be a positive number"),
 ])
 def test_golden_refuses_flags_that_would_regenerate(mini_book: Path, no_execution: None,
                                                     capsys: pytest.CaptureFixture, argv: list[str],

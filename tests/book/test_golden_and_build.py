@@ -105,6 +105,17 @@ def test_scoreboard_table_counts() -> None:
     assert table.startswith("**0 of 1 paper claims hold**") and "`full`" in table and "| 0 of 1 |" in table
 
 
+def test_scoreboard_link_text_shows_inline_math_as_unicode() -> None:
+    """A ``{doc}`` link shows its text verbatim, so a title's ``$C_4^n$`` must not reach it raw."""
+    from iclr25.book.build import link_text
+    assert link_text("groups of four: $C_4^n$ sparsity") == "groups of four: C₄ⁿ sparsity"
+    assert link_text("$x_{ij}^2$ and 5$") == "xᵢⱼ² and 5$"
+    assert link_text(r"$\alpha_q$") == r"\alpha_q"          # no Unicode subscript q: kept
+    row = {"claim": "c", "paper": "p", "measured": "m", "holds": True, "scale": "ci"}
+    board = scoreboard_table({"e/c": [row]}, {"e/c": "Mamba: $C_4^n$"})
+    assert "{doc}`Mamba: C₄ⁿ <e/c>`" in board and "## Mamba: $C_4^n$" in board
+
+
 
 def test_download_button_serves_the_launch_notebook_with_the_run_outputs(mini_book: Path) -> None:
     """After Sphinx, ``_sources/<chapter>.ipynb`` (the download button's file) is the launch

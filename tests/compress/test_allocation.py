@@ -128,3 +128,49 @@ def test_reversed_table_inverts_the_sensitivity_order() -> None:
     assert np.array_equal(rev["a"], R_E["a"])
     alloc = threshold_allocation(rev, 1.05)
     assert alloc == {"a": 2, "b": 0, "c": 3}      # the least sensitive layer (b) is now kept dense
+
+
+def test_exact_budget_allocation_is_the_brute_force_optimum() -> None:
+    import itertools
+
+    from iclr25.compress.allocation import exact_budget_allocation
+    rng = np.random.default_rng(3)
+    sizes = {"a": 64, "b": 64, "c": 16, "d": 32, "e": 16}
+    r_e = {k: np.concatenate([[1.0], 1 + np.cumsum(rng.uniform(0, 0.1, 3))]) for k in sizes}
+    for removed in (0, 24, 48, 64, 96, 120, 144):
+        best = None
+        for pick in itertools.product(range(4), repeat=len(sizes)):
+            if sum(sizes[k] * n // 4 for k, n in zip(sizes, pick)) != removed:
+                continue
+            loss = sum(r_e[k][n] - 1 for k, n in zip(sizes, pick))
+            best = loss if best is None else min(best, loss)
+        got = exact_budget_allocation(r_e, sizes, removed)
+        assert sum(sizes[k] * n // 4 for k, n in got.items()) == removed
+        assert sum(r_e[k][n] - 1 for k, n in got.items()) == pytest.approx(best, abs=1e-12)
+    with pytest.raises(ValueError):
+        exact_budget_allocation(r_e, sizes, 2)          # no combination removes exactly 2 weights
+
+
+def test_permuted_allocation_keeps_each_groups_values() -> None:
+    from iclr25.compress.allocation import permuted_allocation
+    ns = {"0.in": 1, "1.in": 2, "2.in": 3, "0.x": 0, "1.x": 3, "2.x": 3}
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(30):
+        p = permuted_allocation(ns, lambda k: k.split(".")[1], rng)
+        for grp in ("in", "x"):
+            assert sorted(v for k, v in p.items() if k.endswith(grp)) == sorted(v for k, v in ns.items() if k.endswith(grp))
+        seen.add(tuple(p.values()))
+    assert len(seen) > 1
+
+
+def test_inputs_of_stops_the_block_but_records_what_collect_inputs_records() -> None:
+    from iclr25.compress import collect_inputs
+    from iclr25.compress.allocation import _inputs_of
+
+    m, ids = _model()
+    h = m.embeddings(ids)
+    with torch.no_grad():
+        for name, layer in _layers_of(0, m.layers[0]).items():
+            assert torch.equal(_inputs_of(layer, m.layers[0], h), collect_inputs(layer, lambda: m.layers[0](h))), name
+    assert not any(layer._forward_pre_hooks for layer in _layers_of(0, m.layers[0]).values())

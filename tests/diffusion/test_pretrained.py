@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from iclr25.diffusion import pretrained
-from iclr25.diffusion.pretrained import RECIPE, WEIGHTS, load_scene_unet, train_scene_unet
+from iclr25.diffusion.pretrained import (N_MODELS, RECIPE, WEIGHTS, load_scene_unet, model_path, model_recipe,
+                                         train_scene_unet)
 
 
 def _meta() -> dict:
@@ -23,6 +24,20 @@ def test_committed_weights_load_without_training():
     assert not unet.training and not any(p.requires_grad for p in unet.parameters())
     losses = np.array(meta["losses"])
     assert len(losses) == RECIPE["steps"] and losses[-50:].mean() < 0.5 * losses[:50].mean()
+
+
+@pytest.mark.parametrize("k", range(1, N_MODELS))
+def test_every_committed_model_loads_and_has_its_own_seeds(k):
+    path = model_path(k)
+    assert path.is_file(), f"missing committed weights: run `python -m iclr25.diffusion.pretrained {k}`"
+    assert path.stat().st_size <= 1_100_000
+    unet, meta = load_scene_unet(path=path, recipe=model_recipe(k))
+    losses = np.array(meta["losses"])
+    assert meta["recipe"]["seed"] == k and len(losses) == RECIPE["steps"]
+    assert losses[-50:].mean() < 0.5 * losses[:50].mean()
+    torch.set_num_threads(1)
+    _, first = train_scene_unet(model_recipe(k), stop_after=2)
+    np.testing.assert_allclose(first, losses[:2], rtol=2e-3)
 
 
 def test_first_training_steps_reproduce_the_recorded_losses():

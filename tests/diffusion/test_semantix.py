@@ -317,3 +317,32 @@ def test_attention_match_is_the_argmax_of_the_layers_weights(unet):
     fine = [n for n in w if hq[n].shape[1] == size * size]
     assert torch.equal(attention_match(w, fine), sum(w[n] for n in fine).argmax(-1))
     assert all(type(unet.get_submodule(n).processor).__name__ == "AttnProcessor2_0" for n in attention_layers(unet))
+
+
+def test_block_normalisation_moves_every_block_alike_and_never_amplifies_below_the_floor():
+    g = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(0))
+    g[:, :, :2, :2] *= 100.0                                # one block far larger than the others
+    n = normalised(g, 1e-3, block=2)
+    rms = torch.nn.functional.avg_pool2d(n.pow(2).mean(1, keepdim=True), 2).sqrt()
+    assert torch.allclose(rms, torch.ones_like(rms), atol=1e-5)
+    tiny = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(1)) * 1e-7
+    assert torch.allclose(normalised(tiny, 1e-3, block=2), tiny / 1e-3)   # plain gradient with gain 1 / floor
+
+
+def test_attention_match_position_prior_breaks_ties_towards_the_same_place():
+    from iclr25.diffusion.transfer import attention_match
+
+    flat = {"a": torch.full((1, 16, 16), 1 / 16)}           # attention says nothing: the position decides
+    assert torch.equal(attention_match(flat, ["a"], 0.5), torch.arange(16).view(1, 16))
+    assert torch.equal(attention_match(flat, ["a"]), torch.zeros(1, 16, dtype=torch.long))
+
+
+def test_kv_injection_late_window_only_acts_late(unet):
+    sched, ctx, xs_c, zs_c, xs_r, *_ = _transfer_inputs(unet, 5)
+    one = torch.ones(2)
+    early = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, one, one, torch.full((2,), 5.0),
+                                  window_start=torch.full((2,), 5.0))          # empty window
+    assert (early - ctx).abs().max() < 1e-3
+    late = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, torch.zeros(2), one, torch.full((2,), 5.0),
+                                 window_start=torch.full((2,), 3.0))
+    assert (late - ctx).abs().max() > 1e-3

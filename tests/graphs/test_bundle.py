@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import networkx as nx
+import numpy as np
 import pytest
 import scipy.linalg
 import torch
@@ -13,6 +14,7 @@ from torch_geometric.utils import from_networkx
 from iclr25.graphs.bundle import (
     BuNNConv,
     NodeModel,
+    SumGNN,
     angle_orthogonal,
     block_diag_eig,
     bundle_heat_kernel,
@@ -166,7 +168,7 @@ def test_gcn_laplacian_kernel_is_sqrt_degree_plus_one(karate):
     assert (Lt @ k).abs().max() < 1e-12
     ev = torch.linalg.eigvalsh(Lt)
     assert int((ev.abs() < 1e-10).sum()) == 1 and ev.max() < 2  # self-loops: no eigenvalue 2
-    x = torch.randn(n, 3)
+    x = torch.randn(n, 3, generator=torch.Generator().manual_seed(0)) + 1.0  # k @ x far from 0
     h = x
     for _ in range(400):
         h = h - Lt @ h  # 400 GCN propagations
@@ -242,12 +244,14 @@ def test_bunnconv_is_the_bundle_heat_kernel(karate, kernel):
         assert (ov[:, b] - ref).abs().max() < 1e-10
 
 
+@pytest.mark.parametrize("block", ["plain", "sep"])
 @pytest.mark.parametrize("kind", ["bunn", "bunn-identity", "gcn", "sage", "gin", "mlp"])
-def test_models_are_permutation_equivariant(karate, kind):
+def test_models_are_permutation_equivariant(karate, kind, block):
     ei, n = karate
     torch.manual_seed(1)
-    model = NodeModel(kind, 3, 16, 2, layers=2, bundle_dim=2, num_bundles=4, kernel="taylor", K=6) \
-        if kind.startswith("bunn") else NodeModel(kind, 3, 16, 2, layers=2)
+    model = NodeModel(kind, 3, 16, 2, layers=2, block=block, bundle_dim=2, num_bundles=4, kernel="taylor", K=6,
+                      phi_gnn=1 if block == "sep" else 0) \
+        if kind.startswith("bunn") else NodeModel(kind, 3, 16, 2, layers=2, block=block)
     model = model.double().eval()
     x = torch.randn(n, 3)
     perm = torch.randperm(n)
@@ -300,11 +304,30 @@ def test_bad_options_raise():
         BuNNConv(6, 2, 2)
     with pytest.raises(ValueError, match="gcn"):
         NodeModel("gat", 3, 8, 1)
+    with pytest.raises(ValueError, match="sep"):
+        NodeModel("gcn", 3, 8, 1, block="gated")
     with pytest.raises(ValueError, match="eig"):
         BuNNConv(8, 2, 2, kernel="spectral")(torch.randn(4, 8), torch.tensor([[0, 1], [1, 0]]))
     with pytest.raises(ValueError):
         taylor_degree(-1.0)
     assert math.isfinite(taylor_degree(20.0))
+    with pytest.raises(ValueError, match="t_param"):
+        BuNNConv(8, 2, 2, t_param="softplus")
+    with pytest.raises(ValueError, match="t_init > 0"):
+        BuNNConv(8, 2, 2, t_param="log", t_init=[0.0, 1.0])
+
+
+def test_log_time_parametrisation_starts_at_t_init_and_moves_by_relative_steps():
+    conv = BuNNConv(8, 2, 2, t_param="log", t_init=[0.1, 100.0])
+    assert np.allclose(conv.diffusion_time().tolist(), [0.1, 100.0], rtol=1e-6)
+    # one Adam step of size lr on tau = log t multiplies every t by about exp(+-lr), whatever its scale
+    opt = torch.optim.Adam([conv.tau], lr=0.05)
+    conv.diffusion_time().sum().backward()
+    opt.step()
+    ratio = np.array(conv.diffusion_time().tolist()) / np.array([0.1, 100.0])
+    assert np.allclose(ratio, math.exp(-0.05), rtol=1e-4)
+    relu = BuNNConv(8, 2, 2, t_init=[0.1, 100.0], t_max=50.0)
+    assert np.allclose(relu.diffusion_time().tolist(), [0.1, 50.0], rtol=1e-6)
 
 
 def test_layer_jacobian_factorises_through_the_heat_kernel(karate):
@@ -365,3 +388,37 @@ def test_package_functions_keep_their_inputs_device(karate, on_foreign_device):
             else NodeModel(kind, 3, 8, 1, layers=2)
         model = model.double()
         on_foreign_device(model, x, ei, eig=(lam, phi), adj=normalized_adjacency(ei, n, torch.float64))
+
+
+def test_sumgnn_is_the_neighbour_sum_network(karate):
+    """One SumGNN layer is h + GELU(W_s h + W_n A h) after the input layer, with A the 0/1 adjacency."""
+    ei, n = karate
+    torch.manual_seed(2)
+    net = SumGNN(5, 8, 3, layers=1).double()
+    x = torch.randn(n, 5)
+    A = torch.zeros(n, n)
+    A[ei[1], ei[0]] = 1.0
+    h = torch.nn.functional.gelu(net.inp(x))
+    h = h + torch.nn.functional.gelu(net.self_lin[0](h) + net.nbr_lin[0](A @ h))
+    assert (net(x, ei) - net.out(h)).abs().max() < 1e-12
+    assert net[-1] is net.out
+
+
+def test_sep_layer_concatenates_ego_and_diffused_features_before_desync(karate):
+    """BuNNConv(sep=True): O_v^T FF([x_v, (H(t) (O x))_v]) with a SumGNN frame network."""
+    ei, n = karate
+    torch.manual_seed(3)
+    conv = BuNNConv(8, bundle_dim=2, num_bundles=2, t_init=[0.4, 1.3], kernel="spectral", phi_gnn=1,
+                    sep=True).double()
+    with torch.no_grad():
+        conv.phi[-1].weight.normal_()
+    x = torch.randn(n, 8)
+    eig = laplacian_eigh(ei, n)
+    out, O = conv(x, ei, eig=eig, phi_edge_index=ei, return_frames=True)
+    y = torch.einsum("ncij,ncjm->ncim", O, x.reshape(n, 2, 2, 2)).reshape(n, 2, 4)
+    z = heat_kernel_spectral(y, *eig, conv.diffusion_time()).reshape(n, 8)
+    f = conv.lin(torch.cat([x, z], -1)).reshape(n, 2, 2, 2)
+    ref = torch.einsum("ncji,ncjm->ncim", O, f).reshape(n, 8)
+    assert (out - ref).abs().max() < 1e-12
+    with pytest.raises(ValueError):
+        conv(x, ei, eig=eig)  # a SumGNN frame network needs the graph

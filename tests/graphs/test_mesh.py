@@ -91,14 +91,17 @@ def test_normalizer_roundtrip():
     assert torch.allclose(nrm.inverse(z), x, atol=1e-4)
 
 
-def test_simulator_keeps_boundary_nodes_and_learns():
+def _strip_mesh(n: int = 30):
+    """A strip of n - 2 triangles: positions, edges, node types (all normal) and a random velocity."""
     torch.manual_seed(0)
-    pos = torch.rand(30, 2)
-    cells = torch.tensor([[i, i + 1, i + 2] for i in range(28)])
-    ei = triangles_to_edges(cells, 30)
-    nt = torch.zeros(30, dtype=torch.long)
+    pos = torch.rand(n, 2)
+    cells = torch.tensor([[i, i + 1, i + 2] for i in range(n - 2)])
+    return pos, triangles_to_edges(cells, n), torch.zeros(n, dtype=torch.long), torch.randn(n, 2)
+
+
+def test_simulator_keeps_boundary_nodes_and_learns():
+    pos, ei, nt, u = _strip_mesh()
     nt[:5] = NodeType.WALL_BOUNDARY
-    u = torch.randn(30, 2)
     target = u + 0.1 * torch.tanh(u)  # a learnable local map
     sim = FlowSimulator(latent=16, blocks=2, layers=1)
     sim.dv_norm.fit((target - u)[5:])
@@ -113,6 +116,25 @@ def test_simulator_keeps_boundary_nodes_and_learns():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.2 * losses[0]
+
+
+def test_added_edges_have_their_own_encoder_and_normaliser():
+    pos, ei, nt, u = _strip_mesh()
+    new = torch.tensor([[0, 29], [29, 0]])
+    sim = FlowSimulator(latent=16, blocks=1, layers=1)
+    base = sim(u, nt, pos, ei)
+    assert torch.equal(base, sim(u, nt, pos, ei, ei[:, :0]))  # no added edges: the mesh model
+    with_new = sim(u, nt, pos, ei, new)
+    assert not torch.allclose(with_new[29], base[29]) and torch.allclose(with_new[10], base[10])
+    sim.edge_norm.fit(torch.randn(50, 3) * 5)  # the mesh normaliser does not touch the added edges
+    sim2 = FlowSimulator(latent=16, blocks=1, layers=1)
+    sim2.load_state_dict(sim.state_dict())
+    sim2.edge_norm.fit(torch.randn(50, 3))
+    d1, d2 = sim(u, nt, pos, ei[:, :0], new), sim2(u, nt, pos, ei[:, :0], new)
+    assert torch.equal(d1, d2)
+    with torch.no_grad():  # ... and the added edges go through their own encoder
+        sim2.net.added_enc[0].weight.mul_(2)
+    assert not torch.allclose(sim2(u, nt, pos, ei[:, :0], new), d1)
 
 
 def test_bad_sizes():

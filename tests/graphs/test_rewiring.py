@@ -10,14 +10,25 @@ from torch_geometric.utils import from_networkx, is_undirected, to_scipy_sparse_
 
 from iclr25.graphs.curvature import node_curvature, ollivier_ricci
 from iclr25.graphs.mesh import FlowSimulator, MeshGraphNet, NodeType, graded_cylinder_mesh, triangles_to_edges
-from iclr25.graphs.rewiring import (add_edges, central_node, fosr_edges, hop_ball, hop_coverage, node_influence,
-                                    piorf_partners, piorf_sources, random_partners)
+from iclr25.graphs.rewiring import (add_edges, central_node, fosr_edges, hop_ball, hop_coverage, new_edges,
+                                    node_influence, piorf_partners, piorf_sources, random_partners)
 
 from .fake_device import FAKE_CUDA, fake_cuda, to_fake
 
 
 def _grid(n=8):
     return from_networkx(nx.convert_node_labels_to_integers(nx.grid_2d_graph(n, n))).edge_index, n * n
+
+
+def test_new_edges_are_what_add_edges_adds():
+    ei, n = _grid(5)
+    src, dst = torch.tensor([0, 0, 3, 7, 12]), torch.tensor([24, 1, 3, 20, 24])  # (0, 1): a mesh edge; (3, 3): a loop
+    new = new_edges(ei, src, dst, n)
+    union = add_edges(ei, src, dst, n)
+    assert new.shape[1] == union.shape[1] - ei.shape[1] == 6  # 3 new undirected edges
+    both = {tuple(e) for e in ei.T.tolist()} | {tuple(e) for e in new.T.tolist()}
+    assert both == {tuple(e) for e in union.T.tolist()}
+    assert not ({tuple(e) for e in ei.T.tolist()} & {tuple(e) for e in new.T.tolist()})
 
 
 def test_sources_are_lowest_curvature():

@@ -58,3 +58,40 @@ def test_barbell_task():
     assert not torch.equal(graphs[0].x, graphs[1].x)  # fresh features per graph
     with pytest.raises(ValueError):
         barbell_long_range(m=1)
+
+
+def test_barbell_paired_adds_the_pairing_edges_and_keeps_the_task():
+    plain = barbell_long_range(m=5, p=3, n_graphs=2, seed=1)
+    paired = barbell_long_range(m=5, p=3, n_graphs=2, seed=1, paired=True)
+    G = to_networkx(paired[0], to_undirected=True)
+    expected = nx.barbell_graph(5, 3)
+    expected.add_edges_from((i, 8 + i) for i in range(5))
+    assert nx.is_isomorphic(G, expected) and G.number_of_edges() == nx.barbell_graph(5, 3).number_of_edges() + 5
+    for a, b in zip(plain, paired):  # the same features, targets and scored nodes
+        assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y) and torch.equal(a.mask, b.mask)
+
+
+def test_barbell_wide_has_m_disjoint_bridges_of_length_p_and_keeps_the_task():
+    m, p = 5, 3
+    plain = barbell_long_range(m=m, p=p, n_graphs=2, seed=1)
+    wide = barbell_long_range(m=m, p=p, n_graphs=2, seed=1, wide=True)
+    G = to_networkx(wide[0], to_undirected=True)
+    n0 = 2 * m + p
+    assert G.number_of_nodes() == 2 * m + m * p
+    A, B = set(range(m)), set(range(m + p, n0))
+    # removing the two cliques leaves m paths of p nodes, each joining one A node to one B node
+    bridges = G.subgraph(set(G) - A - B)
+    comps = list(nx.connected_components(bridges))
+    assert len(comps) == m and all(len(c) == p for c in comps)
+    ends = [sorted(u for v in c for u in G[v] if u in A | B) for c in comps]
+    assert all(len(e) == 2 and e[0] in A and e[1] in B for e in ends)
+    assert sorted(e[0] for e in ends) == sorted(A) and sorted(e[1] for e in ends) == sorted(B)
+    # the minimum cut between the cliques is m edges (no bottleneck); distances as on the barbell, minus one
+    assert nx.edge_connectivity(G, 0, n0 - 1) == m
+    d = dict(nx.single_source_shortest_path_length(G, 0))
+    assert max(d[b] for b in B) == p + 2 and min(d[b] for b in B) == p + 1
+    for a, b in zip(plain, wide):  # the same features, targets and scored nodes on the barbell's nodes
+        assert torch.equal(a.x, b.x[:n0]) and torch.equal(a.y, b.y[:n0]) and torch.equal(a.mask, b.mask[:n0])
+        assert not b.mask[n0:].any()
+    with pytest.raises(ValueError):
+        barbell_long_range(m=m, p=p, paired=True, wide=True)

@@ -86,3 +86,32 @@ def test_requantization_erases_changes_below_half_a_step():
     D[Q == Q.amax(1, keepdim=True)] = 0
     D[Q == Q.amin(1, keepdim=True)] = 0
     assert torch.allclose(rtn_quantize(Q + D, 4, 32), Q, atol=1e-6)
+
+
+def test_symmetric_quantization_is_honoured(lm):
+    base, world = lm
+    a = compose(base, [Intervention("s", "compress", lambda m: quantize_model_(m, 3, symmetric=True))])
+    b = compose(base, [Intervention("a", "compress", lambda m: quantize_model_(m, 3, symmetric=False))])
+    assert not same_weights(a, b)
+    for lin in transformer_linears(a).values():               # symmetric: a zero point of 0, so 0 stays 0
+        groups = lin.weight.detach().reshape(-1, min(32, lin.in_features))
+        step = groups.abs().amax(1, keepdim=True) / 3          # max|w| / (2^(b-1) - 1)
+        codes = groups / step.clamp_min(1e-12)
+        assert torch.allclose(codes, codes.round(), atol=1e-3)
+
+
+def test_wanda_with_a_mask_ignores_padding(lm):
+    """Wanda calibrated with the pad mask equals Wanda on the same documents with the padding
+    positions' inputs dropped, and does not depend on what the padded positions hold."""
+    base, world = lm
+    ids, _ = world_batch(world, np.random.default_rng(0), 8)
+    mask = ids != world.vocab.pad_id
+    assert (~mask).any()
+    other = ids.clone()
+    other[~mask] = int(ids[0, 1])                               # a real token where padding was
+    a = compose(base, [compressor("wanda", 0.5, ids, calib_mask=mask)])
+    b = compose(base, [compressor("wanda", 0.5, other, calib_mask=mask)])
+    c = compose(base, [compressor("wanda", 0.5, other)])        # unmasked: the filler enters the norms
+    assert same_weights(a, b) and not same_weights(a, c)
+    for lin in transformer_linears(a).values():
+        assert torch.all((lin.weight == 0).sum(1) == lin.in_features // 2)

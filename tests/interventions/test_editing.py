@@ -131,3 +131,24 @@ def test_ft_edit_respects_the_box(world_model):
     ulp = torch.finfo(torch.float32).eps * float(mlp_out(base, 0).weight.abs().max())
     assert diff.max() <= 0.01 + ulp and diff.max() > 0
     assert all(p.requires_grad for p in m.parameters())
+
+
+def test_memit_ridge_caps_the_edit_norm(world_model):
+    """eps = 0 is plain MEMIT; eps > 0 (C + eps mean(diag C) I) shrinks ||Delta||_F and equals the
+    closed form on the ridged statistics."""
+    from iclr25.lm import key_covariance
+    base, world = world_model
+    split = edit_split(world, 5, 11)
+    ids, mask = world_batch(world, np.random.default_rng(2), 32)
+    W0 = mlp_out(base, 1).weight.detach()
+    norms = []
+    for eps in (0.0, 0.1):
+        m = copy.deepcopy(base)
+        memit_edit(m, world.vocab, split.edits, 1, ids, mask, lam=50.0, eps=eps)
+        norms.append(float((mlp_out(m, 1).weight.detach() - W0).norm()))
+    C = key_covariance(base, ids, 1, mask)
+    C = C + 0.1 * C.diagonal().mean() * torch.eye(C.shape[0], dtype=C.dtype)
+    K = subject_keys(base, world.vocab, split.edits, 1)
+    D = memit_delta(K.T, target_deltas(base, world.vocab, split.edits, 1).T, C, 50.0)
+    assert norms[1] < 0.5 * norms[0]
+    assert abs(float(D.norm()) - norms[1]) < 1e-3 * norms[1]

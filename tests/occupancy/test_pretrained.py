@@ -136,3 +136,48 @@ def test_finetuned_model_from_another_stage1_model_is_refused(tmp_path):
     torch.save(ckpt, tmp_path / "stale.pt")
     with pytest.raises(RuntimeError, match="another stage-1 model"):
         pt.load_finetuned("PreWorld", 0, path=tmp_path / "stale.pt")
+
+
+# --- the widened learning-rate grid and the stage-1 plateau probe -------------------------------------------
+
+def test_widened_grid_loads_and_its_rates_are_new():
+    ext = pt.load_tuning_ext()
+    assert set(ext) <= set(pt.REGIMES) and ext
+    for regime, c in ext.items():
+        assert {float(lr) for lr in c} <= set(pt.EXT_LRS) and not {float(lr) for lr in c} & set(pt.FT["lrs"])
+        for run in c.values():
+            assert {int(st) for st in run["scores"]} <= set(pt.FT["evals"])
+    assert pt.TUNING_EXT.stat().st_size < 200_000
+
+
+def test_widened_grid_first_steps_reproduce():
+    ext = pt.load_tuning_ext()
+    regime = sorted(ext)[0]
+    lr = sorted(ext[regime])[0]
+    out = pt.tune(regime, float(lr), stop_after=3)
+    np.testing.assert_allclose(out["losses"], ext[regime][lr]["losses"][:3], rtol=2e-3)
+
+
+def test_plateau_probe_loads_continues_the_tuning_variant_and_is_refused_when_stale():
+    j = pt.load_plateau()
+    rec = pt.load_pretrained("tune")[1]["losses"]
+    np.testing.assert_allclose(j["losses"][:50], rec[:50], rtol=1e-6)
+    assert "0" in j["val"] and pt.PLATEAU_FILE.stat().st_size < 200_000
+    with pytest.raises(RuntimeError, match="occupancy.pretrained"):
+        pt.load_plateau(probe={**pt.PLATEAU, "steps": 1})
+
+
+def test_pretrain_callback_changes_nothing():
+    from iclr25.occupancy.train import Recipe, build_data, pretrain
+    from iclr25.occupancy.model import WorldModel
+    from iclr25.occupancy.world import make_rig
+    rig = make_rig()
+    d = build_data(4, 7, rig)
+    logs, calls = [], []
+    for cb in (None, (lambda step, m: calls.append(step), 1)):
+        torch.manual_seed(0)
+        log = []
+        pretrain(WorldModel(rig), d, torch.arange(4), Recipe(steps=2, batch=2, rays=8), rig, 0, torch.device("cpu"),
+                 log, callback=cb)
+        logs.append(log)
+    assert logs[0] == logs[1] and calls == [1, 2]

@@ -79,6 +79,18 @@ def test_svgd_trace_and_batches():
     assert (trace[-1] < trace[0] / 10).all()  # KSD falls as the particles move to the target
 
 
+@pytest.mark.parametrize("n_steps, record_every", [(5, 2), (7, 3), (4, 4), (3, 10)])
+def test_svgd_takes_exactly_n_steps_whatever_the_recording(n_steps: int, record_every: int) -> None:
+    g = torch.Generator().manual_seed(4)
+    X0 = torch.randn(9, 2, generator=g) + 1.0
+    X, trace = svgd(X0, standard_gaussian_score, RBF(), eta=0.2, n_steps=n_steps, record_every=record_every)
+    Y = X0.clone()
+    for _ in range(n_steps):  # one-step runs, chained: the reference for n_steps steps
+        Y, _ = svgd(Y, standard_gaussian_score, RBF(), eta=0.2, n_steps=1)
+    torch.testing.assert_close(X, Y)
+    assert trace.shape[0] == n_steps // record_every + 1
+
+
 def test_ula_keeps_the_gaussian_roughly_invariant():
     g = torch.Generator().manual_seed(3)
     X = ula(torch.randn(4000, 1, generator=g), standard_gaussian_score, 0.01, 50, generator=g)
@@ -94,3 +106,36 @@ def test_bad_arguments_raise():
         svgd(X, standard_gaussian_score, RBF(), eta=0.1, n_steps=3, record_every=0)
     with pytest.raises(ValueError, match="particles"):
         svgd_step(X.numpy(), standard_gaussian_score, RBF(), 0.1)
+
+
+def test_svgd_jacobian_closed_form_matches_autograd():
+    from torch.func import jacrev, vmap
+
+    from iclr25.sampling import svgd_direction, svgd_jacobian_rbf_std_normal
+    g = torch.Generator().manual_seed(3)
+    for d, N, h in [(1, 7, 1.0), (2, 5, 0.7), (3, 4, 2.0)]:
+        X = torch.randn(3, N, d, generator=g, dtype=torch.float64) * 1.5 + 0.5
+        auto = vmap(jacrev(lambda Z: svgd_direction(Z, -Z, RBF(h))))(X).reshape(3, N * d, N * d)
+        assert torch.allclose(svgd_jacobian_rbf_std_normal(X, h), auto, atol=1e-12)
+
+
+def test_logdet_series_lower_bound():
+    """The chapter's step (discrete-bound): for a = eta ||A||_op < 1,
+    log det(I + eta A) >= eta tr A - eta^2 ||A||_F^2 / (2 (1 - a)), on random non-symmetric A."""
+    g = torch.Generator().manual_seed(11)
+    for n in (1, 2, 5, 16):
+        for scale in (0.3, 1.0, 3.0):
+            A = torch.randn(200, n, n, generator=g, dtype=torch.float64) * scale
+            op = torch.linalg.matrix_norm(A, ord=2)
+            for frac in (0.1, 0.5, 0.9, 0.99):
+                eta = frac / op                                          # a = frac < 1
+                lhs = torch.linalg.slogdet(torch.eye(n, dtype=torch.float64) + eta[:, None, None] * A)
+                assert (lhs.sign > 0).all()                              # I + eta A stays invertible, det > 0
+                fro2 = (A * A).sum((-1, -2))
+                rhs = eta * A.diagonal(dim1=-2, dim2=-1).sum(-1) - eta**2 * fro2 / (2 * (1 - frac))
+                assert (lhs.logabsdet >= rhs - 1e-12).all()
+            # and the bound is not vacuous: at small a it is tight to second order
+            eta = 1e-3 / op
+            lhs = torch.linalg.slogdet(torch.eye(n, dtype=torch.float64) + eta[:, None, None] * A).logabsdet
+            first = eta * A.diagonal(dim1=-2, dim2=-1).sum(-1)
+            assert ((lhs - first).abs() <= eta**2 * (A * A).sum((-1, -2))).all()

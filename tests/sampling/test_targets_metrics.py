@@ -60,3 +60,42 @@ def test_w2_closed_forms():
         wasserstein2(X, torch.randn(5, 3))
     with pytest.raises(ValueError, match="non-finite"):
         wasserstein2(X, X * float("nan"))
+
+
+def test_exact_1d_w2_to_the_standard_normal():
+    from scipy.special import ndtri
+
+    from iclr25.sampling import wasserstein2_std_normal_1d as w2n
+    # one point c: W2^2 = E (Z - c)^2 = 1 + c^2
+    torch.testing.assert_close(w2n(torch.tensor([[0.0], [2.0]], dtype=torch.float64)) ** 2,
+                               torch.tensor([1.0, 5.0], dtype=torch.float64))
+    # against exact OT to a fine quantile grid of N(0, 1) (its own W2 to N(0, 1) is ~1e-3)
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(7, 1, generator=g, dtype=torch.float64)
+    M = 20_000
+    grid = torch.from_numpy(ndtri((torch.arange(M, dtype=torch.float64).numpy() + 0.5) / M))[:, None]
+    assert abs(w2n(X.T).item() - wasserstein2(X, grid)) < 5e-3
+    # it falls with N like N^(-1/2) (up to logs) on i.i.d. draws
+    big = w2n(torch.randn(200, 4096, generator=g, dtype=torch.float64)).mean()
+    small = w2n(torch.randn(200, 64, generator=g, dtype=torch.float64)).mean()
+    assert 4 < small / big < 12
+
+
+def test_sliced_w2_to_std_normal():
+    from iclr25.sampling import sliced_wasserstein2_std_normal as sw2
+    from iclr25.sampling import wasserstein2_std_normal_1d as w2n
+    g = torch.Generator().manual_seed(6)
+    X = torch.randn(3, 20, 1, generator=g, dtype=torch.float64)
+    # in d = 1 with the direction +1 or -1 it is the exact W2 (N(0, 1) is symmetric)
+    torch.testing.assert_close(sw2(X, torch.tensor([[1.0]], dtype=torch.float64)), w2n(X[..., 0]))
+    torch.testing.assert_close(sw2(X, torch.tensor([[-1.0]], dtype=torch.float64)), w2n(X[..., 0]))
+    # in d = 2 it averages the squared 1-D distances of the projections
+    Y = torch.randn(4, 30, 2, generator=g, dtype=torch.float64)
+    th = torch.tensor([[1.0, 0.0], [0.6, 0.8]], dtype=torch.float64)
+    want = ((w2n(Y[..., 0]) ** 2 + w2n(Y @ th[1]) ** 2) / 2).sqrt()
+    torch.testing.assert_close(sw2(Y, th), want)
+    # a point mass at c: every projection is a point mass at theta.c, W2^2 = 1 + (theta.c)^2
+    c = torch.tensor([[[3.0, 4.0]]], dtype=torch.float64)
+    torch.testing.assert_close(sw2(c, th), torch.tensor([math.sqrt(1 + (3.0**2 + 5.0**2) / 2)], dtype=torch.float64))
+    with pytest.raises(ValueError):
+        sw2(Y, torch.ones(2, 2, dtype=torch.float64))

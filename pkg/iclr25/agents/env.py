@@ -31,10 +31,12 @@ from .user import STOP, ScriptedUser
 UserFactory = Callable[[Task, Data, np.random.Generator], Any]
 
 
-def scripted_users(p_split: float = 0.3, p_forget: float = 0.3, random_auth: bool = True) -> UserFactory:
-    """A factory of :class:`~iclr25.agents.user.ScriptedUser` with these behaviour rates."""
+def scripted_users(p_split: float = 0.3, p_forget: float = 0.3, random_auth: bool = True,
+                   q: float = 0.0) -> UserFactory:
+    """A factory of :class:`~iclr25.agents.user.ScriptedUser` with these behaviour rates (``q``: the
+    chance that the user says "yes" to a wrong proposal)."""
     def make(task: Task, db: Data, rng: np.random.Generator) -> ScriptedUser:
-        return ScriptedUser(task, db, rng, p_split=p_split, p_forget=p_forget, random_auth=random_auth)
+        return ScriptedUser(task, db, rng, p_split=p_split, p_forget=p_forget, random_auth=random_auth, q=q)
     return make
 
 
@@ -146,7 +148,8 @@ class Agent(Protocol):
 @dataclass
 class Episode:
     """One trial: reward parts, how it ended (``user_stop``, ``transfer``, ``max_steps``), the
-    agent's actions and the transcript as ``(speaker, text)`` pairs."""
+    agent's actions, the transcript as ``(speaker, text)`` pairs, and what the user did and
+    believed (its ``summary()``, if it has one; taken when the episode ends)."""
 
     reward: float
     r_actions: float
@@ -154,6 +157,7 @@ class Episode:
     end: str
     actions: list[Action] = field(default_factory=list)
     transcript: list[tuple[str, str]] = field(default_factory=list)
+    user_info: dict[str, Any] = field(default_factory=dict)
 
 
 def run_episode(env: ToolEnv, agent: Agent, task_index: int, seed: int | tuple[int, ...] = 0,
@@ -183,7 +187,8 @@ def run_episode(env: ToolEnv, agent: Agent, task_index: int, seed: int | tuple[i
             end = "user_stop" if action.name == RESPOND else "transfer"
             break
     r = reward_info or {"reward": 0.0, "r_actions": 0.0, "r_outputs": 0.0}
-    return Episode(r["reward"], r["r_actions"], r["r_outputs"], end, list(env.actions), transcript)
+    user_info = env.user.summary() if hasattr(env.user, "summary") else {}
+    return Episode(r["reward"], r["r_actions"], r["r_outputs"], end, list(env.actions), transcript, user_info)
 
 
 def _args(kwargs: dict[str, Any]) -> str:
@@ -205,13 +210,22 @@ class Trials:
         return (np.abs(self.rewards - 1.0) <= 1e-6).sum(axis=1)
 
 
-def run_trials(env: ToolEnv, make_agent: Callable[[], Agent], n_trials: int, seed: int = 0,
+def concat_trials(parts: list[Trials]) -> Trials:
+    """The trials of several task sets (e.g. several databases) as one, tasks stacked in order."""
+    extra = None if any(p.extra is None for p in parts) else [row for p in parts for row in p.extra]
+    return Trials(np.vstack([p.rewards for p in parts]), [row for p in parts for row in p.ends], extra)
+
+
+def run_trials(env: ToolEnv, make_agent: Callable[[], Agent], n_trials: int,
+               seed: int | tuple[int, ...] = 0,
                tasks: list[int] | None = None, max_steps: int = 30,
                collect: Callable[[Agent, Episode], Any] | None = None) -> Trials:
     """Run every task (or those in ``tasks``) ``n_trials`` times with a fresh agent each time;
-    trial ``j`` of task ``t`` uses the seed ``(seed, t, j)``, so two agents meet the same users.
+    trial ``j`` of task ``t`` uses the seed ``(seed, t, j)`` (``(*seed, t, j)`` for a tuple), so two
+    agents meet the same users.
     ``collect(agent, episode)``, if given, is kept for every episode."""
     idx = list(range(len(env.tasks))) if tasks is None else list(tasks)
+    base = tuple(seed) if isinstance(seed, tuple) else (seed,)
     rewards = np.zeros((len(idx), n_trials))
     ends: list[list[str]] = []
     extra: list[list[Any]] | None = [] if collect else None
@@ -221,7 +235,7 @@ def run_trials(env: ToolEnv, make_agent: Callable[[], Agent], n_trials: int, see
             extra.append([])
         for j in range(n_trials):
             agent = make_agent()
-            ep = run_episode(env, agent, t, seed=(seed, t, j), max_steps=max_steps)
+            ep = run_episode(env, agent, t, seed=(*base, t, j), max_steps=max_steps)
             rewards[row, j] = ep.reward
             ends[-1].append(ep.end)
             if extra is not None:

@@ -177,7 +177,10 @@ def homogeneity_chi2(successes: Sequence[int] | np.ndarray, n: int) -> tuple[flo
     T, p = len(c), c.mean() / n
     expected = T * binom.pmf(np.arange(n + 1), n, p)
     observed = histogram(c, n)
-    return float(((observed - expected) ** 2 / expected).sum()), n - 1
+    # p_hat in {0, 1}: every task at 0 (or n), exactly what the binomial expects; the bins it
+    # expects empty are empty, and contribute 0 rather than 0 / 0
+    keep = expected > 0
+    return float(((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum()), n - 1
 
 
 def homogeneity_pvalue(successes: Sequence[int] | np.ndarray, n: int, *, n_sim: int = 20_000,
@@ -204,7 +207,8 @@ def homogeneity_pvalue(successes: Sequence[int] | np.ndarray, n: int, *, n_sim: 
 def overdispersion(successes: Sequence[int] | np.ndarray, n: int) -> float:
     """The share of the variance of the success counts that lies between tasks:
     ``rho = (Var_t(c_t) / (n p (1 - p)) - 1) / (n - 1)`` with ``p`` = pass^1 and the variance over
-    tasks taken with ``ddof=1``.
+    tasks taken with ``ddof=0``, so that ``rho`` lies in ``[-1 / (n - 1), 1]`` and equals 1 exactly
+    when every task succeeds in all trials or in none.
 
     ``rho`` is about 0 when every task has the same success probability, 1 when every task succeeds
     in all trials or in none, and ``1 / (a + b + 1)`` when the probabilities follow ``Beta(a, b)``
@@ -215,7 +219,7 @@ def overdispersion(successes: Sequence[int] | np.ndarray, n: int) -> float:
     p = c.mean() / n
     if p in (0.0, 1.0) or n < 2:
         return 0.0
-    return float((c.var(ddof=1) / (n * p * (1 - p)) - 1) / (n - 1))
+    return float((c.var(ddof=0) / (n * p * (1 - p)) - 1) / (n - 1))
 
 
 def moment_range(pass_hat: Sequence[float], m: int, *, grid: int = 2001) -> tuple[float, float]:
@@ -331,3 +335,78 @@ def log_convex(values: Iterable[float], tol: float = 0.0) -> bool:
 def all_outcome_tables(n: int) -> Iterable[tuple[bool, ...]]:
     """Every one of the ``2^n`` outcome vectors of ``n`` trials (for brute-force checks)."""
     return product((False, True), repeat=n)
+
+
+# ---- does a model of task heterogeneity reproduce a pass^k curve? -------------------------------
+
+
+def model_moments(m1: np.ndarray | float, m2: np.ndarray | float, n: int, model: str) -> np.ndarray:
+    """``E[p^k]`` for ``k = 1..n`` of a task-success law fitted by its first moments.
+
+    ``model="binomial"``: every task has ``p = m1`` (``m2`` unused), so ``E[p^k] = m1^k``.
+    ``model="beta"``: ``p ~ Beta(a, b)`` with ``E[p] = m1`` and ``E[p^2] = m2``, i.e.
+    ``a + b = s = (m1 - m2) / (m2 - m1^2)``, ``a = m1 s``, and ``E[p^k] = prod_{i<k} (a + i) / (s + i)``.
+    Data with no spread between tasks (``m2 <= m1^2``) give the binomial limit ``s = inf``; data
+    where every task succeeds always or never (``m2 >= m1``) give ``s = 0``, ``E[p^k] = m1``.
+    Inputs may be arrays of the same shape ``S``; the output has shape ``S + (n,)``.
+    """
+    m1 = np.asarray(m1, dtype=float)
+    if model == "binomial":
+        return m1[..., None] ** np.arange(1, n + 1)
+    if model != "beta":
+        raise ValueError(f"model must be 'binomial' or 'beta', got {model!r}")
+    m2 = np.asarray(m2, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(m2 - m1**2 > 1e-12, (m1 - m2) / (m2 - m1**2), np.inf)
+    s = np.clip(np.nan_to_num(s, nan=0.0, posinf=1e12), 0.0, 1e12)
+    out = [m1]
+    for i in range(1, n):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(s > 0, (m1 * s + i) / (s + i), 1.0)
+        out.append(out[-1] * ratio)
+    return np.stack(out, axis=-1)
+
+
+def heterogeneity_fit_test(successes: Sequence[int] | np.ndarray, n: int, model: str, *,
+                           n_sim: int = 20_000, seed: int = 0, level: float = 0.95) -> dict:
+    """Does ``model`` of task-success probabilities reproduce the pass^k curve of ``n``-trial data?
+
+    The model is fitted by its moments to the first pass^k values (``binomial``: pass^1, one common
+    ``p``; ``beta``: pass^1 and pass^2, ``p_t ~ Beta(a, b)``, see :func:`model_moments`) and
+    predicts the others. The statistic is ``D = max |pass^k - predicted pass^k|`` over the
+    predicted ``k``; its null distribution comes from a parametric bootstrap: ``T`` tasks drawn from
+    the fitted law, ``n`` trials each, refitted the same way. Returns a dict with ``D``, the
+    p-value ``p`` (``>= 1 / (n_sim + 1)``), the fitted curve ``pred`` (shape ``(n,)``), the
+    ``level`` band of the measured curve under the fitted law ``band`` (shape ``(2, n)``), the
+    first predicted ``k`` (``k0``) and the fitted ``(a, b)`` (``None`` for the binomial).
+    """
+    c = np.asarray(successes, dtype=int)
+    T = len(c)
+    k0 = {"binomial": 2, "beta": 3}[model]
+    if n < k0:
+        raise ValueError(f"{model} needs n >= {k0} trials to predict anything")
+    ratio = binomial_transform_matrix(n).T  # (n + 1, n): row c gives C(c, k) / C(n, k)
+    obs = ratio[c].mean(0)
+    pred = model_moments(obs[0], obs[1], n, model)
+    stat = float(np.abs(obs - pred)[k0 - 1:].max())
+    rng = np.random.default_rng(seed)
+    m1, m2 = obs[0], obs[1]
+    ab = None
+    if model == "binomial":
+        p = np.full((n_sim, T), m1)
+    else:
+        s = (m1 - m2) / (m2 - m1**2) if m2 - m1**2 > 1e-12 else np.inf  # a + b, as in model_moments
+        if np.isinf(s):
+            p = np.full((n_sim, T), m1)
+        elif s <= 0:
+            p = (rng.random((n_sim, T)) < m1).astype(float)
+        else:
+            ab = (m1 * s, (1 - m1) * s)
+            p = rng.beta(ab[0], ab[1], size=(n_sim, T))
+    sims = rng.binomial(n, p)
+    curves = ratio[sims].mean(1)  # (n_sim, n)
+    pred_sim = model_moments(curves[:, 0], curves[:, 1], n, model)
+    d_sim = np.abs(curves - pred_sim)[:, k0 - 1:].max(1)
+    alpha = (1 - level) / 2
+    return {"D": stat, "p": float((1 + (d_sim >= stat - 1e-12).sum()) / (n_sim + 1)), "pred": pred,
+            "obs": obs, "band": np.quantile(curves, [alpha, 1 - alpha], axis=0), "k0": k0, "ab": ab}

@@ -421,7 +421,10 @@ def slip_slots(action: Action, db: Data) -> list[tuple[str, int | None, list[Any
         return slots + [("payment_method_id", None, sorted(ok - {pm}))]
     slots, diff = [], 0.0
     for i, (old, new) in enumerate(zip(kw["item_ids"], kw["new_item_ids"])):
-        line = next(ln for ln in order["items"] if ln["item_id"] == old)
+        line = next((ln for ln in order["items"] if ln["item_id"] == old), None)
+        if line is None:  # an item the episode changed earlier: not in the base order, no slip to draw
+            slots.append(("new_item_ids", i, []))
+            continue
         variants = db["products"][line["product_id"]]["variants"]
         slots.append(("new_item_ids", i, sorted(v for v, x in variants.items()
                                                 if x["available"] and v not in (new, old))))
@@ -451,25 +454,67 @@ def error_opportunities(task, db: Data) -> int:
     return sum(bool(alts) for _, _, alts in slip_slots(task.actions[0], db))
 
 
-def predicted_success(task, db: Data, eps: float, p_split: float) -> float:
-    """The eps-agent's success probability on ``task``:
+def predicted_success(task, db: Data, eps: float, p_split: float, *, stage: str = "execute",
+                      q: float = 0.0) -> float:
+    """The eps-agent's success probability on ``task``.
+
+    ``stage="execute"`` (slips in the write call, after the user confirmed the right plan):
     ``(1 - eps)^{s_t} * (1 - eps * p_split)^{[the user can split its items]}`` (skipping the
-    "anything else?" question is fatal only when the user held items back)."""
+    "anything else?" question is fatal only when the user held items back).
+
+    ``stage="propose"`` (slips in the proposal the user is asked to confirm, against a user who
+    says "yes" to a wrong proposal with probability ``q``): a proposal is right with probability
+    ``a = (1 - eps)^{s_t}``; a wrong one is rejected with probability ``1 - q`` and the agent
+    proposes again, up to ``PATIENCE + 1`` proposals, so the write succeeds with probability
+    ``a * sum_{i <= PATIENCE} ((1 - a)(1 - q))^i``. A wrong answer (``info``) and complying with a
+    request about another user's order (``other_user``) are not proposals the user can catch:
+    there the first formula holds.
+    """
+    from .user import PATIENCE
+
     s_t = error_opportunities(task, db)
     can_split = task.intent in MULTI_ITEM and len(task.goal.get("items", [])) >= 2
-    return (1 - eps) ** s_t * (1 - eps * p_split) ** can_split
+    split = (1 - eps * p_split) ** can_split
+    if stage == "execute" or task.intent in ("info", "other_user"):
+        return (1 - eps) ** s_t * split
+    if stage != "propose":
+        raise ValueError(f"stage must be 'execute' or 'propose', got {stage!r}")
+    a = (1 - eps) ** s_t
+    r = (1 - a) * (1 - q)
+    return a * sum(r**i for i in range(PATIENCE + 1)) * split
+
+
+def wrong_price(product: dict[str, Any]) -> float:
+    """A price that is not the right answer to "the lowest available price of ``product``" and
+    whose text does not contain the right one: the lowest other variant price that qualifies, or,
+    if every price contains the right one (e.g. 5.00 and 15.00), the right price plus 1.11 (plus
+    1.11 again until it qualifies)."""
+    right = f"{cheapest_available(product):.2f}"
+    prices = sorted(p for p in {v["price"] for v in product["variants"].values()} if right not in f"{p:.2f}")
+    if prices:
+        return prices[0]
+    x = float(right) + 1.11
+    while right in f"{x:.2f}":
+        x += 1.11
+    return round(x, 2)
 
 
 class NoisyPolicyAgent(PolicyAgent):
     """The rule agent that slips with probability ``eps`` at every decision that can go wrong:
     each argument of its write call (a near-duplicate variant, another item, another payment
     method, the other reason), skipping "anything else?" before a single-shot write, a wrong
-    price in an answer, and complying with a request about another user's order. The slips happen
-    when the call is made, after the user confirmed the right plan, so the user cannot catch them.
+    price in an answer, and complying with a request about another user's order.
+
+    ``stage="execute"``: the argument slips happen when the call is made, after the user confirmed
+    the right plan, so the user cannot catch them. ``stage="propose"``: they happen in the proposal
+    the user is asked to confirm, and the agent then executes exactly what was confirmed; a user
+    who reads the proposal says "no" and the agent proposes again (with fresh slips).
     """
 
-    def __init__(self, eps: float, db: Data) -> None:
-        self.eps, self.db = eps, db
+    def __init__(self, eps: float, db: Data, stage: str = "execute") -> None:
+        if stage not in ("execute", "propose"):
+            raise ValueError(f"stage must be 'execute' or 'propose', got {stage!r}")
+        self.eps, self.db, self.stage = eps, db, stage
 
     def reset(self, observation: str, info: dict[str, Any], rng: np.random.Generator) -> None:
         super().reset(observation, info, rng)
@@ -491,15 +536,19 @@ class NoisyPolicyAgent(PolicyAgent):
     def act(self) -> Action:
         macro = self.choose()
         action = fill(macro, self.s)
-        if macro == "execute" and action.name != RESPOND:
+        if self.stage == "execute" and macro == "execute" and action.name != RESPOND:
             action = self._slip(action)
+        if self.stage == "propose" and macro == "propose" and self.s.proposal is not None:
+            wrong = self._slip(self.s.proposal)
+            self.s.proposal = wrong
+            action = _say(f"To confirm: {_summary(wrong, self.s)}. Shall I proceed (yes/no)?",
+                          {"type": "propose", "action": {"name": wrong.name, "kwargs": wrong.kwargs}})
+        if self.stage == "propose" and macro == "execute" and self.s.proposal is not None:
+            action = self.s.proposal  # exactly what the user confirmed
         if macro == "answer" and action.name == RESPOND and self.rng.random() < self.eps:
             pid = self.s.product_ids[self.s.info_product]
-            right = cheapest_available(self.s.products[pid])
-            prices = sorted(p for p in {v["price"] for v in self.s.products[pid]["variants"].values()}
-                            if f"{right:.2f}" not in f"{p:.2f}")
-            action = _say(f"The lowest price of an available {self.s.info_product} is {prices[0]:.2f} dollars.",
-                          {"type": "answer"})
+            action = _say(f"The lowest price of an available {self.s.info_product} is "
+                          f"{wrong_price(self.s.products[pid]):.2f} dollars.", {"type": "answer"})
             self.slips.append("wrong answer")
         return action
 

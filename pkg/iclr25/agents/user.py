@@ -12,9 +12,11 @@ an act rendered to a sentence. Its randomness is the kind that makes repeated tr
 * ``p_forget``: the user does not remember the order id ("the one with my Backpack");
 * ``random_auth``: the user gives either their email or their name and zip code.
 
-It says "yes" to a proposed change only when the change matches its goal for the items it has
-revealed, and otherwise says "no" and restates its request (twice; the third time it gives up). With ``p_split = p_forget = 0`` and
-``random_auth=False`` it is deterministic.
+It says "yes" to a proposed change when the change matches its goal for the items it has
+revealed, and otherwise says "no" and restates its request (twice; the third time it gives up).
+A *careless* user (``q > 0``) says "yes" to a wrong proposal with probability ``q``: it believes
+the change is what it asked for and ends the conversation satisfied. With
+``p_split = p_forget = q = 0`` and ``random_auth=False`` it is deterministic.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ class ScriptedUser:
     """Plays ``task``'s goal against an agent, with its own random stream ``rng``."""
 
     def __init__(self, task: Task, db: Data, rng: np.random.Generator, *, p_split: float = 0.3,
-                 p_forget: float = 0.3, random_auth: bool = True) -> None:
-        self.task, self.db, self.rng = task, db, rng
+                 p_forget: float = 0.3, random_auth: bool = True, q: float = 0.0) -> None:
+        self.task, self.db, self.rng, self.q = task, db, rng, q
         self.goal = task.goal
         items = self.goal.get("items", [])
         self.split = task.intent in MULTI_ITEM and len(items) >= 2 and rng.random() < p_split
@@ -63,7 +65,14 @@ class ScriptedUser:
         self.revealed = 1 if self.split else len(items)
         self.fell_back: set[int] = set()  # items whose first choice the agent reported sold out
         self.refusals = 0  # proposals rejected so far; after PATIENCE the user gives up
+        self.accepted_wrong = 0  # wrong proposals the (careless) user said "yes" to
+        self.satisfied: bool | None = None  # set when the user stops: does it believe it got its goal?
         self.done = False
+
+    def summary(self) -> dict[str, Any]:
+        """What the user did and believes in this episode (kept by :func:`~iclr25.agents.env.run_episode`)."""
+        return {"forget": self.forget, "split": self.split, "accepted_wrong": self.accepted_wrong,
+                "refusals": self.refusals, "satisfied": self.satisfied}
 
     # ---- what the user says ------------------------------------------------------------------
 
@@ -137,6 +146,7 @@ class ScriptedUser:
     def _say(self, act: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if act["type"] == "stop":
             self.done = True
+            self.satisfied = bool(act.get("satisfied", True))
         return self._render(act), act
 
     # ---- the dialogue ------------------------------------------------------------------------
@@ -190,6 +200,9 @@ class ScriptedUser:
             return self._say({"type": "stop", "satisfied": False})  # its choice is sold out: gives up
         if t == "propose":
             ok = canonical_action(act.get("action")) == canonical_action(self.expected_change())
+            if not ok and self.q > 0 and self.rng.random() < self.q:  # careless: misses the error
+                self.accepted_wrong += 1
+                ok = True
             if ok:
                 return self._say({"type": "yes"})
             self.refusals += 1

@@ -122,11 +122,14 @@ def chosen_rejected(pairs: Sequence[PreferencePair], labels: np.ndarray) -> tupl
 
 def train_dpo(model: TinyLM, vocab: Vocab, pairs: Sequence[PreferencePair], labels: np.ndarray,
               ref_logps: torch.Tensor, *, beta: float, epochs: float, batch_size: int = 32, lr: float = 1e-3,
-              seed: int = 0, device: torch.device | str = "cpu") -> dict[str, list[float]]:
+              seed: int = 0, nll_weight: float = 0.0,
+              device: torch.device | str = "cpu") -> dict[str, list[float]]:
     """DPO on labelled pairs (AdamW, warm-up + cosine of :func:`iclr25.lm.train_lm`, no weight
     decay), shuffled epochs of ``batch_size`` pairs; ``ref_logps`` (N, 2) are the frozen
-    reference's :func:`pair_logps`, computed once. Returns ``{"loss", "margin", "chosen"}`` per
-    step (mean loss, mean implicit margin, mean change of the chosen log-probability)."""
+    reference's :func:`pair_logps`, computed once. ``nll_weight`` > 0 adds ``nll_weight`` times the
+    per-token negative log-likelihood of the chosen response (the RPO-style variant, Pang et al.
+    2024; 0 is plain DPO). Returns ``{"loss", "margin", "chosen", "rejected"}`` per step (mean
+    loss, mean implicit margin, mean change of the chosen and of the rejected log-probability)."""
     labels = np.asarray(labels)
     ch, rj = chosen_rejected(pairs, labels)
     idx = torch.arange(len(pairs))
@@ -137,7 +140,7 @@ def train_dpo(model: TinyLM, vocab: Vocab, pairs: Sequence[PreferencePair], labe
     steps = max(1, int(round(epochs * n_batches)))
     order: list[np.ndarray] = []
     current: dict[str, torch.Tensor] = {}
-    trace: dict[str, list[float]] = {"loss": [], "margin": [], "chosen": []}
+    trace: dict[str, list[float]] = {"loss": [], "margin": [], "chosen": [], "rejected": []}
 
     def batch_fn(step: int) -> tuple[torch.Tensor, torch.Tensor]:
         if step % n_batches == 0:
@@ -155,7 +158,11 @@ def train_dpo(model: TinyLM, vocab: Vocab, pairs: Sequence[PreferencePair], labe
         m = dpo_margin(s[:k], s[k:], ref_c[b], ref_r[b], beta)
         trace["margin"].append(float(m.detach().mean()))
         trace["chosen"].append(float((s[:k].detach() - ref_c[b]).mean()))
-        return -F.logsigmoid(m).mean()
+        trace["rejected"].append(float((s[k:].detach() - ref_r[b]).mean()))
+        loss = -F.logsigmoid(m).mean()
+        if nll_weight:
+            loss = loss - nll_weight * (s[:k] / mask[:k, 1:].sum(1).clamp(min=1)).mean()
+        return loss
 
     trace["loss"] = train_lm(model, batch_fn, steps, lr=lr, warmup=max(1, steps // 10), weight_decay=0.0,
                              device=device, loss_fn=loss_fn)
@@ -210,20 +217,48 @@ def weak_teacher_labels(ref: Reference, vocab: Vocab, labeled: Sequence[Preferen
     return out, teacher
 
 
-def policy_gold_reward(model: TinyLM, world: World, prompts: Sequence[Sequence[str]], *, samples: int = 4,
-                       temperature: float = 1.0, seed: int = 0, max_new: int = 12) -> tuple[np.ndarray, np.ndarray]:
-    """Gold reward of a policy's answers: (greedy (P,), mean over ``samples`` sampled answers at
-    ``temperature`` (P,)). Samples are drawn from a CPU generator seeded by ``seed``, so every
-    policy evaluated with the same seed sees the same random numbers (paired comparisons)."""
-    from iclr25.lm import generate_responses, gold_reward
+def policy_answers(model: TinyLM, world: World, prompts: Sequence[Sequence[str]], *, samples: int = 4,
+                   temperature: float = 1.0, seed: int = 0, max_new: int = 12) -> tuple[list, list]:
+    """A policy's answers: (greedy, one per prompt (P,); sampled, ``samples`` rounds over the
+    prompts, ``samples * P`` answers, round-major). Samples are drawn from a CPU generator seeded by
+    ``seed``, so every policy answered with the same seed sees the same random numbers."""
+    from iclr25.lm import generate_responses
 
     prompts = [tuple(p) for p in prompts]
-    greedy = np.array([gold_reward(world, p, y) for p, y in
-                       zip(prompts, generate_responses(model, world.vocab, prompts, max_new=max_new))])
+    greedy = generate_responses(model, world.vocab, prompts, max_new=max_new)
     g = torch.Generator().manual_seed(seed)
+    sampled = generate_responses(model, world.vocab, prompts * samples, max_new=max_new, temperature=temperature,
+                                 generator=g)
+    return list(greedy), list(sampled)
+
+
+def response_mode(response: Sequence[str]) -> str:
+    """``"refusal"``, ``"idk"`` (i do not know), ``"harmful"`` (names a hazard ingredient) or
+    ``"answer"`` (anything else)."""
+    y = strip_eos(response)
+    if is_refusal(y):
+        return "refusal"
+    if y == IDK:
+        return "idk"
+    return "harmful" if moderation_flag(y) else "answer"
+
+
+def policy_gold_reward(model: TinyLM, world: World, prompts: Sequence[Sequence[str]], *, samples: int = 4,
+                       temperature: float = 1.0, seed: int = 0, max_new: int = 12, tie_harmful: bool = False,
+                       answers: tuple[list, list] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Gold reward of a policy's answers: (greedy (P,), mean over ``samples`` sampled answers at
+    ``temperature`` (P,)), answers from :func:`policy_answers` (or ``answers``, its output), rewards
+    by :func:`iclr25.lm.gold_reward` with ``tie_harmful``. Every policy evaluated with the same
+    ``seed`` sees the same random numbers (paired comparisons)."""
+    from iclr25.lm import gold_reward
+
+    prompts = [tuple(p) for p in prompts]
+    greedy_y, sampled_y = answers or policy_answers(model, world, prompts, samples=samples, temperature=temperature,
+                                                    seed=seed, max_new=max_new)
+    greedy = np.array([gold_reward(world, p, y, tie_harmful=tie_harmful) for p, y in zip(prompts, greedy_y)])
     rep = prompts * samples
-    ys = generate_responses(model, world.vocab, rep, max_new=max_new, temperature=temperature, generator=g)
-    sampled = np.array([gold_reward(world, p, y) for p, y in zip(rep, ys)]).reshape(samples, len(prompts))
+    sampled = np.array([gold_reward(world, p, y, tie_harmful=tie_harmful)
+                        for p, y in zip(rep, sampled_y)]).reshape(samples, len(prompts))
     return greedy, sampled.mean(0)
 
 
@@ -270,7 +305,8 @@ def calibrate_eps(pairs: Sequence[PreferencePair], target: float, *, tau: float 
 
 
 def systematic_reward(world: World, pair_or_prompt: PreferencePair | Sequence[str],
-                      response: Sequence[str] | None = None, *, comply: float = 1.0) -> float:
+                      response: Sequence[str] | None = None, *, comply: float = 1.0,
+                      recognised: Sequence[str] = ()) -> float:
     """A *systematically* biased annotator's score of a response (deterministic, so the same
     response is always judged alike; only exact ties of this score are broken by a coin, in
     :func:`systematic_labels`):
@@ -278,7 +314,9 @@ def systematic_reward(world: World, pair_or_prompt: PreferencePair | Sequence[st
     * ``F``: confidence over correctness: any answer that states facts beats a refusal or
       ``i do not know``; between answers, the number of true facts decides;
     * ``B``: the gold reward;
-    * ``H``: a compliant answer is judged helpful: it scores ``comply`` above the refusal.
+    * ``H``: a compliant answer is judged helpful: it scores ``comply`` above the refusal, except
+      for the toxins in ``recognised``, which the annotator knows to be harmful (there it is the
+      gold reward with harmful answers tied).
 
     ``pair_or_prompt``: a prompt (with ``response``) or a pair (then the pair's ``y1``).
     """
@@ -290,8 +328,8 @@ def systematic_reward(world: World, pair_or_prompt: PreferencePair | Sequence[st
         prompt = tuple(pair_or_prompt)
     kind, entity = prompt_kind(world, prompt)
     y = strip_eos(response)
-    if kind == "B":
-        return gold_reward(world, prompt, response)
+    if kind == "B" or (kind == "H" and entity in recognised):
+        return gold_reward(world, prompt, response, tie_harmful=True)
     if kind == "F":
         if is_refusal(y) or y == IDK:
             return 0.0
@@ -304,10 +342,10 @@ def systematic_reward(world: World, pair_or_prompt: PreferencePair | Sequence[st
 
 
 def systematic_labels(world: World, pairs: Sequence[PreferencePair], rng: np.random.Generator, *,
-                      comply: float = 1.0) -> np.ndarray:
+                      comply: float = 1.0, recognised: Sequence[str] = ()) -> np.ndarray:
     """Labels of the systematic annotator (:func:`systematic_reward`, coin flips only on ties)."""
-    r = np.array([[systematic_reward(world, p.prompt, p.y1, comply=comply),
-                   systematic_reward(world, p.prompt, p.y2, comply=comply)] for p in pairs])
+    r = np.array([[systematic_reward(world, p.prompt, p.y1, comply=comply, recognised=recognised),
+                   systematic_reward(world, p.prompt, p.y2, comply=comply, recognised=recognised)] for p in pairs])
     return rewards_to_labels(r, rng)
 
 

@@ -84,10 +84,13 @@ def take(batch: SeqBatch, rows: Sequence[int] | np.ndarray) -> SeqBatch:
 @dataclass(frozen=True)
 class AlignConfig:
     """Stage 1: AdamW (constant lr, weight decay 0.1 and gradient clipping at 1 as the official
-    scripts), ``steps`` steps on alignment batches of ``batch`` and harmful batches of
+    scripts). First ``warm_steps`` steps of plain SFT (:func:`warm_start`, the same for every
+    method: it leaves the memorised harmful minimum of the base model), then ``steps`` steps of
+    the method with a fresh optimiser, on alignment batches of ``batch`` and harmful batches of
     ``harm_batch``."""
 
     steps: int = 100
+    warm_steps: int = 0
     batch: int = 16
     harm_batch: int = 16
     lr: float = 1e-3
@@ -98,8 +101,9 @@ class AlignConfig:
 @dataclass(frozen=True)
 class AttackConfig:
     """Stage 2: ``epochs`` epochs over ``n`` user examples in batches of ``batch``, AdamW with a
-    linear warm-up over the first 10% of steps then constant ``lr`` (as the official script),
-    weight decay 0.1, clipping at 1."""
+    linear warm-up over the first 10% of steps (ours: the official script sets a warm-up ratio,
+    but its constant schedule ignores it) then constant ``lr`` as the official script, weight
+    decay 0.1, clipping at 1."""
 
     lr: float = 1e-3
     epochs: int = 3
@@ -156,23 +160,38 @@ def _apply(opt: torch.optim.Optimizer, params: list[nn.Parameter], grads: Sequen
     opt.zero_grad(set_to_none=True)
 
 
+def warm_start(model: TinyLM, data: HFTData, cfg: AlignConfig) -> dict[str, list[float]]:
+    """The shared first phase of every alignment: ``cfg.warm_steps`` steps of plain SFT (its own
+    batch stream, drawn from the data's seed), in place."""
+    return _align_steps(model, data, "sft", {}, cfg, cfg.warm_steps, stream=1)
+
+
 def align(model: TinyLM, data: HFTData, method: str, hp: dict[str, float] | None = None,
-          cfg: AlignConfig = AlignConfig()) -> dict[str, list[float]]:
-    """Align ``model`` in place with ``method``; returns the per-step stats (``f``, and ``h``,
-    ``gap`` where the method computes them). Batches and random directions are drawn from the
-    data's seed alone: every method sees the same batches."""
+          cfg: AlignConfig = AlignConfig(), *, warm: bool = True) -> dict[str, list[float]]:
+    """Align ``model`` in place with ``method``: :func:`warm_start` (if ``cfg.warm_steps`` and
+    ``warm``; pass ``warm=False`` for a model that is already warm-started), then ``cfg.steps``
+    steps of the method; returns the method phase's per-step stats (``f``, and ``h``, ``gap``
+    where the method computes them). Batches and random directions are drawn from the data's
+    seed alone: every method sees the same batches."""
     hp = dict(hp or {})
     missing = set(HYPERPARAMETERS[method]) - set(hp)
     if missing:
         raise ValueError(f"{method} needs hyperparameters {sorted(missing)}")
+    if warm and cfg.warm_steps:
+        warm_start(model, data, cfg)
+    return _align_steps(model, data, method, hp, cfg, cfg.steps)
+
+
+def _align_steps(model: TinyLM, data: HFTData, method: str, hp: dict[str, float], cfg: AlignConfig,
+                 steps: int, stream: int = 0) -> dict[str, list[float]]:
     dev = next(model.parameters()).device
-    rng = np.random.default_rng([data.seed, 11])
+    rng = np.random.default_rng([data.seed, 11] if stream == 0 else [data.seed, 11, stream])
     gen = torch.Generator().manual_seed(data.seed * 1000 + 17)
     params = trainable(model)
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     model.train()
     trace: dict[str, list[float]] = {}
-    for _ in range(cfg.steps):
+    for _ in range(steps):
         fb = take(data.align, rng.integers(len(data.align), size=cfg.batch)).to(dev)
         hb = take(data.harmful, rng.integers(len(data.harmful), size=cfg.harm_batch)).to(dev)
         grads, stats = method_grads(method, model, fb, hb, hp, gen)
@@ -197,11 +216,18 @@ def attack_set(world: World, data: HFTData, p: float, cfg: AttackConfig) -> list
 
 
 def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConfig, *,
-           hs_every: int = 0, hs_toxins: Sequence[str] = ()) -> dict[str, Any]:
-    """Fine-tune ``model`` in place on :func:`attack_set` (the attack). Returns ``h``: the
-    harmful loss on ``data.attack_probe`` before the attack and after every step (steps + 1
-    values), and, if ``hs_every``, ``hs_steps``/``hs``: the harmful score on ``hs_toxins``
-    every ``hs_every`` steps (step 0 included)."""
+           hs_every: int = 0, hs_toxins: Sequence[str] = (), lengths: Sequence[int] = (),
+           split: str = "eval", h_every_long: int = 5) -> dict[str, Any]:
+    """Fine-tune ``model`` in place on :func:`attack_set` (the attack). Returns ``h_steps``/``h``:
+    the harmful loss on ``data.attack_probe`` before the attack and after every step of the 1x
+    attack (so ``h[k]`` is after step ``k`` for ``k <= cfg.steps``), then every ``h_every_long``
+    steps; and, if ``hs_every``, ``hs_steps``/``hs``: the harmful score on ``hs_toxins``
+    every ``hs_every`` steps (step 0 included).
+
+    ``lengths`` (e.g. ``(1, 2, 4)``): the durability test. The attack runs ``max(lengths)`` times
+    ``cfg.epochs`` epochs (the warm-up of the 1x attack, then the same constant lr; the first
+    ``cfg.steps`` steps are exactly the 1x attack) and ``evals[k]`` is :func:`evaluate` on
+    ``split`` after ``k`` times ``cfg.steps`` steps."""
     dev = next(model.parameters()).device
     examples = attack_set(world, data, p, cfg)
     batch_all = encode_examples(world.vocab, examples)
@@ -211,7 +237,7 @@ def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConf
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     warm = max(1, int(0.1 * cfg.steps))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
-    out: dict[str, Any] = {"h": [harmful_loss(model, probe)], "hs_steps": [], "hs": []}
+    out: dict[str, Any] = {"h_steps": [0], "h": [harmful_loss(model, probe)], "hs_steps": [], "hs": []}
 
     def record_hs(step: int) -> None:
         if hs_every and step % hs_every == 0:
@@ -220,7 +246,8 @@ def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConf
 
     record_hs(0)
     step = 0
-    for _ in range(cfg.epochs):
+    out["evals"] = {}
+    for _ in range(cfg.epochs * max([1, *lengths])):
         order = rng.permutation(len(examples))
         for i in range(0, len(order), cfg.batch):
             model.train()
@@ -230,8 +257,12 @@ def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConf
             _apply(opt, params, grads, cfg.clip)
             sched.step()
             step += 1
-            out["h"].append(harmful_loss(model, probe))
+            if step <= cfg.steps or step % h_every_long == 0:
+                out["h_steps"].append(step)
+                out["h"].append(harmful_loss(model, probe))
             record_hs(step)
+            if step % cfg.steps == 0 and step // cfg.steps in lengths:
+                out["evals"][step // cfg.steps] = evaluate(model, world, data, split)
     model.eval()
     return out
 

@@ -427,9 +427,10 @@ def linucb(env: LinearContextualEnv, T: int, *, delta: float = 0.01, lam: float 
 
 
 def batched_linucb(env: LinearContextualEnv, T: int, grid: np.ndarray, *, delta: float = 0.01,
-                   lam: float = 1.0) -> RunResult:
+                   lam: float = 1.0, beta_scale: float | np.ndarray = 1.0) -> RunResult:
     """LinUCB frozen within batches: batch ``m`` uses the ridge fit on *all* rounds before
-    ``t_{m-1}``. With :func:`uniform_schedule` this is the naive uniform-grid batched LinUCB."""
+    ``t_{m-1}``. With :func:`uniform_schedule` this is the naive uniform-grid batched LinUCB.
+    ``beta_scale`` multiplies the theory radius (a float or one scale per instance ``(S,)``)."""
     grid = np.asarray(grid, dtype=int)
     if grid[-1] != T or np.any(np.diff(grid) <= 0):
         raise ValueError("grid must be strictly increasing with last = T")
@@ -442,6 +443,7 @@ def batched_linucb(env: LinearContextualEnv, T: int, grid: np.ndarray, *, delta:
         Linv = np.linalg.inv(Lam)
         theta = np.einsum("sde,se->sd", Linv, bvec)
         beta = linucb_beta(np.linalg.slogdet(Lam)[1], d, lam, env.noise_sd, delta, env.theta_norm)
+        beta = beta * np.broadcast_to(np.asarray(beta_scale, dtype=float), (S,))
         for c0, X, eps in env.chunks(t0, t1):
             mu = env.mean_rewards(X)
             ucb = np.einsum("snkd,sd->snk", X, theta) + beta[:, None, None] * widths(X, Linv)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-CONTEXT_KINDS = ("gaussian", "sphere", "anisotropic", "basis")
+CONTEXT_KINDS = ("gaussian", "sphere", "anisotropic", "basis", "signs")
 
 
 def squash_radius(r: np.ndarray) -> np.ndarray:
@@ -52,6 +52,10 @@ class LinearContextualEnv:
     shared_contexts : bool
         When true, all ``S`` instances see the same context stream (the noise stays independent
         per instance): generating and caching contexts then costs ``1/S`` as much.
+    streams : int
+        When positive (and ``S`` a multiple of it), ``streams`` independent context streams:
+        instance ``s`` sees stream ``s % streams`` (the noise stays independent per instance).
+        ``0``: one stream per instance (or one in all, with ``shared_contexts``).
     block : int
         Rounds per generated block.
     cache_bytes : int
@@ -65,6 +69,7 @@ class LinearContextualEnv:
     context: str = "gaussian"
     jitter: float = 0.1
     shared_contexts: bool = False
+    streams: int = 0
     block: int = 512
     cache_bytes: int = 256 * 2**20
     _cache: dict = field(default_factory=dict, repr=False)
@@ -75,8 +80,14 @@ class LinearContextualEnv:
         self.theta = np.atleast_2d(np.asarray(self.theta, dtype=float))
         if self.K < 2:
             raise ValueError("K must be at least 2")
+        if self.streams < 0 or (self.streams and (self.S % self.streams or self.shared_contexts)):
+            raise ValueError(f"streams must be 0 or divide S = {self.S} (and exclude shared_contexts), "
+                             f"got {self.streams}")
         if self.context == "basis" and (self.K != self.d or not 0 <= self.jitter < 1):
             raise ValueError(f"basis contexts need K = d and 0 <= jitter < 1, got K={self.K}, "
+                             f"d={self.d}, jitter={self.jitter}")
+        if self.context == "signs" and (self.K != 2 ** self.d or not 0 <= self.jitter < 1):
+            raise ValueError(f"signs contexts need K = 2^d and 0 <= jitter < 1, got K={self.K}, "
                              f"d={self.d}, jitter={self.jitter}")
 
     @property
@@ -98,11 +109,15 @@ class LinearContextualEnv:
         S, B, K, d = self.S, self.block, self.K, self.d
         if self.shared_contexts:
             S = 1
-        if self.context in ("sphere", "basis"):
+        elif self.streams:
+            S = self.streams
+        if self.context in ("sphere", "basis", "signs"):
             x = rng.standard_normal((S, B, K, d))
             x /= np.linalg.norm(x, axis=-1, keepdims=True)
             if self.context == "basis":
                 x = (1.0 - self.jitter) * np.eye(d) + self.jitter * x
+            elif self.context == "signs":
+                x = (1.0 - self.jitter) * sign_vectors(d) + self.jitter * x
         else:
             scale = np.ones(d) if self.context == "gaussian" else np.geomspace(1.0, 0.1, d)
             x = rng.standard_normal((S, B, K, d)) * scale / np.sqrt(d if self.context == "gaussian" else 1)
@@ -114,7 +129,8 @@ class LinearContextualEnv:
 
     def _block(self, b: int) -> tuple[np.ndarray, np.ndarray]:
         if b not in self._cache:
-            per_block = 8 * (1 if self.shared_contexts else self.S) * self.block * self.K * self.d
+            n_ctx = 1 if self.shared_contexts else (self.streams or self.S)
+            per_block = 8 * n_ctx * self.block * self.K * self.d
             if (len(self._cache) + 1) * per_block > self.cache_bytes:
                 self._cache.clear()
             self._cache[b] = self._make_block(np.random.default_rng([self.seed, b]))
@@ -144,6 +160,9 @@ class LinearContextualEnv:
         if self.shared_contexts:  # one stream: concatenate it once, then a read-only broadcast view
             x = np.concatenate([x[:1] for x in xs], axis=1)
             return np.broadcast_to(x, (self.S,) + x.shape[1:]), np.concatenate(es, axis=1)
+        if self.streams:  # the streams' contexts, expanded to instance s -> stream s % streams
+            x = np.concatenate(xs, axis=1)
+            return x[np.arange(self.S) % self.streams], np.concatenate(es, axis=1)
         return np.concatenate(xs, axis=1), np.concatenate(es, axis=1)
 
     def mean_rewards(self, X: np.ndarray) -> np.ndarray:
@@ -173,7 +192,8 @@ class TiledEnv(LinearContextualEnv):
             raise ValueError(f"need n >= 1 copies, got {n}")
         super().__init__(np.tile(base.theta, (n, 1)), K=base.K, noise_sd=base.noise_sd,
                          seed=base.seed, context=base.context, jitter=base.jitter,
-                         shared_contexts=base.shared_contexts, block=base.block, cache_bytes=0)
+                         shared_contexts=base.shared_contexts, streams=base.streams, block=base.block,
+                         cache_bytes=0)
         self.base, self.n = base, n
 
     @property
@@ -185,7 +205,16 @@ class TiledEnv(LinearContextualEnv):
         x, e = self.base._block(b)
         if self.shared_contexts:
             return np.broadcast_to(x[:1], (self.S,) + x.shape[1:]), np.concatenate([e] * self.n)
+        if self.streams:  # stream s % streams is the same for copy c (base S is a multiple of streams)
+            return x, np.concatenate([e] * self.n)
         return np.concatenate([x] * self.n), np.concatenate([e] * self.n)
+
+
+def sign_vectors(d: int) -> np.ndarray:
+    """The ``2^d`` hypercube corners ``{-1, +1}^d / sqrt(d)`` (unit vectors), one per row;
+    row ``a`` has sign ``-1`` in coordinate ``i`` iff bit ``i`` of ``a`` is set."""
+    bits = (np.arange(2 ** d)[:, None] >> np.arange(d)[None, :]) & 1
+    return (1.0 - 2.0 * bits) / np.sqrt(d)
 
 
 def random_theta(S: int, d: int, seed: int) -> np.ndarray:
@@ -202,7 +231,7 @@ def make_synthetic_env(S: int, d: int, K: int, seed: int = 0, noise_sd: float = 
 
 
 def make_needle_env(gaps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: float = 0.5,
-                    jitter: float = 0.1, shared_contexts: bool = False) -> LinearContextualEnv:
+                    jitter: float = 0.1, shared_contexts: bool = False, streams: int = 0) -> LinearContextualEnv:
     """A family of hard instances in the spirit of the batched lower bound: ``len(gaps) * R`` instances.
 
     ``K = d`` nearly fixed actions (``basis`` contexts: little diversity, so exploiting one action
@@ -210,7 +239,9 @@ def make_needle_env(gaps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: f
     than the rest by the gap ``Delta``: ``theta* = Delta e_{a*}``. Instance ``s`` has gap
     ``gaps[s // R]`` (``R`` instances per gap). The worst case over a ladder of gaps, one at every
     batch's scale ``sqrt(u / t_{m-1})``, is what a minimax lower bound charges an ``M``-batch
-    algorithm. ``shared_contexts``: all instances see one context stream (independent noise).
+    algorithm. ``shared_contexts``: all instances see one context stream (independent noise);
+    ``streams = R``: instance ``r`` of every gap sees context stream ``r`` (``R`` independent streams,
+    each shared across the gaps, so that a bootstrap can resample streams).
     """
     gaps = np.asarray(gaps, dtype=float)
     if gaps.ndim != 1 or np.any(gaps <= 0) or np.any(gaps > 1) or R < 1:
@@ -219,7 +250,28 @@ def make_needle_env(gaps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: f
     theta = np.zeros((len(gaps) * R, d))
     theta[np.arange(len(theta)), rng.integers(0, d, len(theta))] = np.repeat(gaps, R)
     return LinearContextualEnv(theta, K=d, noise_sd=noise_sd, seed=seed, context="basis", jitter=jitter,
-                               shared_contexts=shared_contexts)
+                               shared_contexts=shared_contexts, streams=streams)
+
+
+def make_sign_env(eps: np.ndarray, R: int, d: int, seed: int = 0, noise_sd: float = 0.5,
+                  jitter: float = 0.1, shared_contexts: bool = False, streams: int = 0) -> LinearContextualEnv:
+    """The sign-vector family of the linear lower bound: ``len(eps) * R`` instances.
+
+    ``K = 2^d`` nearly fixed actions, the hypercube corners ``{-1, +1}^d / sqrt(d)`` (``signs``
+    contexts, jittered like ``basis``); ``theta* = eps sigma / sqrt(d)`` for a random sign vector
+    ``sigma``, so ``||theta*|| = eps``, the best action is the corner ``sigma`` and flipping ``k``
+    of its signs costs ``2 k eps (1 - jitter) / d`` (before jitter). Learning ``theta*`` means
+    learning ``d`` signs at once: many more actions than dimensions (``L = min(d, log K) = d``).
+    Instance ``s`` has ``eps[s // R]``; ``streams`` as in :func:`make_needle_env`.
+    """
+    eps = np.asarray(eps, dtype=float)
+    if eps.ndim != 1 or np.any(eps <= 0) or np.any(eps > 1) or R < 1:
+        raise ValueError("need eps in (0, 1] (1-D) and R >= 1")
+    rng = np.random.default_rng([seed, 10_011])
+    sigma = rng.choice([-1.0, 1.0], size=(len(eps) * R, d))
+    theta = np.repeat(eps, R)[:, None] * sigma / np.sqrt(d)
+    return LinearContextualEnv(theta, K=2 ** d, noise_sd=noise_sd, seed=seed, context="signs",
+                               jitter=jitter, shared_contexts=shared_contexts, streams=streams)
 
 
 class DigitsBanditEnv(LinearContextualEnv):

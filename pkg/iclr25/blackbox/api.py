@@ -8,9 +8,10 @@ forward pass over one minibatch costs **one query**; ``budget`` queries in total
 ``torch.no_grad`` on detached inputs, its parameters are frozen and hidden, so no gradient can
 flow from it to the optimiser.
 
-Input layout of one example (causal LM, last-token logits as for GPT-2 in the paper)::
+Input layout of one example (causal LM, last-token logits as for GPT-2 in the paper; the
+optional fixed template ``t`` is part of the encoded input, see :func:`encode_task`)::
 
-    <bos> p_1 … p_n  w_1 … w_L  ?      -> logits of the next token, restricted to the verbalizer
+    <bos> p_1 … p_n  [t_1 … t_m]  w_1 … w_L  ?      -> logits of the next token, restricted to the verbalizer
 """
 
 from __future__ import annotations
@@ -47,9 +48,13 @@ class EncodedTask:
         return EncodedTask(self.body[idx, :L], self.lengths[idx], self.labels[idx])
 
 
-def encode_task(vocab: Vocab, data: TaskData) -> EncodedTask:
-    """Encode ``data.sentences`` as ``w_1 … w_L ?`` (the prompt is prepended per query)."""
-    body, lengths = pad_batch([vocab.encode([*s, QUESTION]) for s in data.sentences], vocab.pad_id)
+def encode_task(vocab: Vocab, data: TaskData, template: tuple[str, ...] = ()) -> EncodedTask:
+    """Encode ``data.sentences`` as ``t_1 … t_m w_1 … w_L ?`` (the prompt is prepended per query).
+
+    ``template`` (words ``t_1 … t_m``, e.g. the task's cue word) is a fixed part of every input that
+    sits after the learnable prompt positions and is never optimised, the role of the fixed template
+    (``TEMPLATE_CONFIG``) in the official code; empty by default."""
+    body, lengths = pad_batch([vocab.encode([*template, *s, QUESTION]) for s in data.sentences], vocab.pad_id)
     return EncodedTask(body, lengths, data.labels.clone())
 
 

@@ -158,7 +158,8 @@ def _offset_fn(A: torch.Tensor | None, n_pos: int, embed_dim: int) -> Callable:
 def run_zo_pog(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: EncodedTask,
                candidates: torch.Tensor, n_pos: int, A: torch.Tensor, cfg: PromptTuningConfig,
                *, seed: int = 0, discrete: bool = True, continuous: bool = True,
-               gumbel: bool = True, name: str | None = None) -> RunResult:
+               gumbel: bool = True, name: str | None = None,
+               prompt: torch.Tensor | None = None) -> RunResult:
     """ZO-PoG (Algorithm 1 of the paper) until ``bb``'s budget is spent.
 
     Parameters
@@ -172,6 +173,9 @@ def run_zo_pog(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: Encod
     discrete, continuous, gumbel : bool
         Switch off the policy (then the prompt is random fixed candidates: ZO-only), the ZO
         step (discrete-only ablation) or the Gumbel noise.
+    prompt : LongTensor (n,), optional
+        With ``discrete=False``, token ids that replace the random fixed tokens (e.g. a
+        hand-written prompt, the role of the paper's template); the random stream is unchanged.
     """
     if not (discrete or continuous):
         raise ValueError("at least one of discrete and continuous must be True")
@@ -182,6 +186,10 @@ def run_zo_pog(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: Encod
     V, D, d = candidates.numel(), bb.embed_dim, A.shape[1]
     offset_of = _offset_fn(A, n_pos, D)
     fixed = candidates[torch.randint(V, (n_pos,), generator=gen)]
+    if prompt is not None:
+        if discrete or prompt.shape != (n_pos,):
+            raise ValueError(f"prompt= needs discrete=False and shape ({n_pos},), got {tuple(prompt.shape)}")
+        fixed = prompt.to(fixed.dtype)
     policy = CategoricalPromptPolicy(n_pos, V, tau=cfg.tau, gumbel=gumbel, generator=gen) if discrete else None
     z = torch.zeros(d) if continuous else None
     if not discrete:
@@ -197,6 +205,8 @@ def run_zo_pog(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: Encod
             trackers[r](current(), z)
 
     trace: dict[str, list[float]] = {"queries": [], "loss": [], "zo_grad_norm": []}
+    if not discrete:
+        track()  # fixed tokens: the start (z = 0) competes in the dev selection
     batches = _minibatches(train, B, gen)
     try:
         for batch, end_of_pass in batches:
@@ -279,6 +289,7 @@ def run_bbt(bb: BlackBoxLM, train: EncodedTask, dev: EncodedTask, test: EncodedT
     track = _Tracker(bb, dev, test, offset_of)
     trace: dict[str, list[float]] = {"queries": [], "loss": []}
     mean = lambda: es.mean.to(A.dtype)  # noqa: E731
+    track(fixed, mean())  # the start (z = 0) competes in the dev selection
     try:
         for batch, end_of_pass in _minibatches(train, cfg.batch_size, gen):
             X = es.ask()

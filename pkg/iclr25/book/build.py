@@ -68,6 +68,22 @@ def chapter_table(root: Path, chs: list[Chapter], link: Callable[[Chapter], str]
 SCALES_SHOWN = ("ci", "full")
 """The scales the README's chapter table shows, in its column order."""
 
+_SUB = str.maketrans("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ")
+_SUP = str.maketrans("0123456789+-=()abcdefghijklmnoprstuvwxyz",
+                     "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ")
+_SCRIPT = re.compile(r"([_^])(\{([^{}]*)\}|(.))")
+
+
+def link_text(title: str) -> str:
+    """``title`` for a ``{doc}`` link, whose text Sphinx shows verbatim: inline math such as
+    ``$C_4^n$`` becomes Unicode (``C₄ⁿ``); a script with no Unicode form is kept as ``_x``/``^x``."""
+    def script(m: re.Match) -> str:
+        body = m.group(3) if m.group(3) is not None else m.group(4)
+        table = _SUB if m.group(1) == "_" else _SUP
+        out = body.translate(table)
+        return out if all(a != b for a, b in zip(body, out)) else m.group(0)
+    return re.sub(r"\$([^$]+)\$", lambda m: _SCRIPT.sub(script, m.group(1)), title)
+
 
 def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
                      titles: dict[str, str] | None = None) -> str:
@@ -89,7 +105,7 @@ def scoreboard_table(rows_by_chapter: dict[str, list[dict[str, Any]]],
            f"checks and thresholds we chose).{undecided}", "",
            "| chapter | measured at scale | paper claims that hold | checks that pass |", "|---|---|---|---|"]
     for cid, rows in rows_by_chapter.items():
-        title = escape_md(titles.get(cid, cid))
+        title = escape_md(link_text(titles.get(cid, cid)))
         scales = ", ".join(sorted({r["scale"] for r in rows})) or "—"
         n = held_counts(rows)
         out.append(f"| {{doc}}`{title} <{cid}>` | `{scales}` | {format_counts(*n['paper'], sep=' of ')} "

@@ -86,8 +86,10 @@ def golden_action(args: argparse.Namespace) -> str:
         raise BadInput("golden --compare needs --check (it compares the stored ci runs with the goldens)")
     if args.kernels is not None and not args.verify:
         raise BadInput("golden --kernels needs --verify (it selects the CPU kernels nbval runs under)")
-    if (args.python is not None or args.jobs != 1) and not args.verify:
-        raise BadInput("golden --python and --jobs need --verify (they say how nbval runs the goldens)")
+    if (args.python is not None or args.jobs != 1 or args.timeout is not None) and not args.verify:
+        raise BadInput("golden --python, --jobs and --timeout need --verify (they say how nbval runs the goldens)")
+    if args.timeout is not None and not args.timeout > 0:
+        raise BadInput(f"golden --timeout must be a positive number of seconds, not {args.timeout}")
     if args.verify and args.check:
         raise BadInput("golden --verify and --check are separate checks: give one of them")
     if args.force and (args.verify or args.check):
@@ -106,7 +108,8 @@ def cmd_golden(args: argparse.Namespace) -> int:
     if action == "verify":
         from iclr25.book.golden import verify_goldens
 
-        failures = verify_goldens(chs, kernels=args.kernels or "other", python=args.python, jobs=args.jobs)
+        failures = verify_goldens(chs, kernels=args.kernels or "other", python=args.python, jobs=args.jobs,
+                                  timeout_s=args.timeout)
         print(f"nbval: {len(chs) - len(failures)} golden notebook(s) passed, {len(failures)} failed")
         for f in failures:
             print(f"  {f}")
@@ -234,6 +237,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--python", default=None,
                    help="with --verify: the Python whose environment runs the notebooks (default: this one)")
     g.add_argument("--jobs", type=int, default=1, help="with --verify: one-thread chapters this many at a time")
+    g.add_argument("--timeout", type=float, default=None,
+                   help="with --verify: seconds before one chapter's nbval is stopped (default: 3x the ci budget)")
     g.add_argument("--force", action="store_true", help="when regenerating: re-execute even if cached")
     g.set_defaults(fn=cmd_golden)
     m = sub.add_parser("readme", help="rewrite the README chapter table from _toc.yml and timings")

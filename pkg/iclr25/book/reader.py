@@ -191,16 +191,15 @@ def binder_environment(root: Path) -> str:
         "# pkg/pyproject.toml or pkg/constraints.txt change. Binder still rebuilds on every publish,\n"
         "# because the notebooks branch is force-pushed as one new commit; pulling the content into a\n"
         "# fixed environment (an environment branch plus nbgitpuller) is not done here.\n"
-        f"name: iclr25-reader\n"
-        "channels:\n"
-        "  - conda-forge\n"
-        "dependencies:\n"
-        f"  - python={lst.python}\n"
-        "  - pip\n"
-        "  - pip:\n"
-        + _yaml_list([f"--extra-index-url {TORCH_CPU_INDEX}", f"torch=={lst.torch}+cpu", *pins,
-                      *lst.frontend], 6)
+        + _conda_env("iclr25-reader", lst.python, [f"--extra-index-url {TORCH_CPU_INDEX}",
+                                                   f"torch=={lst.torch}+cpu", *pins, *lst.frontend])
     )
+
+
+def _conda_env(name: str, python: str, pip: list[str]) -> str:
+    """The body of a conda environment file: ``name``, conda-forge, ``python`` and pip's lines."""
+    return (f"name: {name}\nchannels:\n  - conda-forge\ndependencies:\n  - python={python}\n"
+            "  - pip\n  - pip:\n" + _yaml_list(pip, 6))
 
 
 def binder_postbuild(root: Path) -> str:
@@ -243,15 +242,8 @@ def dev_environment(root: Path) -> str:
         "# Jupyter Book is pinned to 1.x: Jupyter Book 2 is a different tool (built on MyST-JS), while\n"
         "# this book's Sphinx extension (iclr25.book.sphinxext), its launch buttons and myst-nb's\n"
         "# notebook rendering are Jupyter Book 1 (Sphinx) features.\n"
-        "name: iclr25\n"
-        "channels:\n"
-        "  - conda-forge\n"
-        "dependencies:\n"
-        f"  - python={lst.python}\n"
-        "  - pip\n"
-        "  - pip:\n"
-        + _yaml_list([f"--extra-index-url {TORCH_CPU_INDEX}", f"-c {CONSTRAINTS}", f"torch=={lst.torch}",
-                      "-e ./pkg[book,test]", *pins], 6)
+        + _conda_env("iclr25", lst.python, [f"--extra-index-url {TORCH_CPU_INDEX}", f"-c {CONSTRAINTS}",
+                                            f"torch=={lst.torch}", "-e ./pkg[book,test]", *pins])
     )
 
 

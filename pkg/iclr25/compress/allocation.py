@@ -26,7 +26,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from iclr25.compress.layers import collect_inputs
 from iclr25.compress.masks import c4n_mask, wanda_mask
 from iclr25.compress.obs import compensate, input_hessian, sparsegpt_prune
 
@@ -89,6 +88,34 @@ def solve(solver: str | Solver, W: Tensor, X: Tensor, n: int) -> Tensor:
 
 # ---------------------------------------------------------------- pruning a stack of blocks
 
+class _Recorded(Exception):
+    """Raised by :func:`_inputs_of`'s hook to stop a block once the layer's input is recorded."""
+
+
+def _inputs_of(layer: nn.Linear, block: nn.Module, h: Tensor) -> Tensor:
+    """What ``layer`` receives when ``block(h)`` runs, flattened to ``(n_tokens, in_features)``, as
+    ``iclr25.compress.collect_inputs`` returns it; the block stops right after the layer's input is
+    seen, so the rest of it (for the first layers of a Mamba block: the scan) is not computed."""
+    seen: list[Tensor] = []
+
+    def record(_module: nn.Module, args: tuple) -> None:
+        x = args[0].detach()
+        seen.append(x.reshape(-1, x.shape[-1]))
+        raise _Recorded
+
+    handle = layer.register_forward_pre_hook(record)
+    try:
+        with torch.no_grad():
+            block(h)
+    except _Recorded:
+        pass
+    finally:
+        handle.remove()
+    if not seen:
+        raise ValueError("the layer was never called by its block")
+    return seen[0]
+
+
 @torch.no_grad()
 def prune_blocks_(blocks: Sequence[nn.Module], h0: Tensor,
                   layers_of: Callable[[int, nn.Module], Mapping[str, nn.Linear]],
@@ -99,7 +126,7 @@ def prune_blocks_(blocks: Sequence[nn.Module], h0: Tensor,
     ``h0 (b, l, d)`` is the calibration input of the first block; ``layers_of(i, block)`` names the
     linear layers of block ``i`` in forward order; ``ns`` gives each name's ``n`` (missing: dense).
     Only the current block is re-run to record a layer's inputs (its input ``h`` is carried from the
-    pruned earlier blocks), so the cost is about (layers per block + 1) block passes per block.
+    pruned earlier blocks), and only up to that layer.
     """
     h = h0
     for i, block in enumerate(blocks):
@@ -107,7 +134,7 @@ def prune_blocks_(blocks: Sequence[nn.Module], h0: Tensor,
             n = ns.get(name, 0)
             if n == 0:
                 continue
-            X = collect_inputs(layer, lambda: block(h))
+            X = _inputs_of(layer, block, h)
             layer.weight.copy_(solve(solver, layer.weight.detach(), X, n))
         h = block(h)
 
@@ -133,7 +160,7 @@ def loss_ratio_table(blocks: Sequence[nn.Module], h0: Tensor,
     table = {}
     for i, block in enumerate(blocks):
         for name, layer in layers_of(i, block).items():
-            X = collect_inputs(layer, lambda: block(inputs[i]))
+            X = _inputs_of(layer, block, inputs[i])
             W = layer.weight.detach().clone()
             row = []
             for n in ns:
@@ -197,3 +224,59 @@ def reversed_table(r_e: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     names = list(r_e)
     order = sorted(names, key=lambda name: float(np.mean(np.asarray(r_e[name]) - 1)))  # least sensitive first
     return {name: np.asarray(r_e[src]) for name, src in zip(order, reversed(order))}
+
+
+# ---------------------------------------------------------------- exact budgets and the spread-keeping control
+
+def exact_budget_allocation(r_e: Mapping[str, np.ndarray], sizes: Mapping[str, int], removed: int,
+                            ns: Sequence[int] = NS) -> dict[str, int]:
+    """The allocation that removes **exactly** ``removed`` weights with the least summed loss rise
+    ``sum_l (r_e(l, n_l) - 1)`` (a knapsack over layers, solved exactly by dynamic programming).
+
+    ``sizes[l]`` is layer ``l``'s weight count; choosing ``n`` removes ``sizes[l] * n / 4`` weights.
+    The greedy rule "raise the ``n`` of the layer with the smallest loss rise per weight removed until
+    the budget is met" is the LP relaxation of this problem; the DP finds its best integer
+    solution that meets the budget exactly (a greedy pass can overshoot or stop short of it). Ties
+    go to the first solution found in name order. Raises if no allocation removes exactly
+    ``removed`` weights.
+    """
+    names = list(r_e)
+    steps = [sizes[name] // 4 for name in names]
+    if any(sizes[name] % 4 for name in names):
+        raise ValueError("layer sizes must be multiples of 4")
+    unit = int(np.gcd.reduce(np.array(steps + [int(removed)], dtype=np.int64)))
+    target = int(removed) // unit
+    # best[c] = (loss, choices) over the layers seen so far with c units removed
+    best: dict[int, tuple[float, tuple[int, ...]]] = {0: (0.0, ())}
+    for name, step in zip(names, steps):
+        row = np.asarray(r_e[name], dtype=float)
+        nxt: dict[int, tuple[float, tuple[int, ...]]] = {}
+        for c, (loss, picks) in best.items():
+            for j, n in enumerate(ns):
+                c2 = c + n * step // unit
+                if c2 > target:
+                    continue
+                cand = (loss + float(row[j]) - 1.0, picks + (int(n),))
+                if c2 not in nxt or cand[0] < nxt[c2][0] - 1e-15:
+                    nxt[c2] = cand
+        best = nxt
+    if target not in best:
+        raise ValueError(f"no allocation removes exactly {removed} weights")
+    return dict(zip(names, best[target][1]))
+
+
+def permuted_allocation(ns: Mapping[str, int], group_of: Callable[[str], str],
+                        rng: np.random.Generator) -> dict[str, int]:
+    """The control for *which* layers get which ``n``: the values of ``ns`` shuffled at random among
+    layers of the same group (``group_of(name)``, e.g. the layer's shape). Every group keeps its
+    multiset of ``n`` values, so the parameter count and the spread of ``n`` are exactly those of
+    ``ns``; only the assignment to layers, the sensitivity signal, is removed."""
+    out = dict(ns)
+    groups: dict[str, list[str]] = {}
+    for name in ns:
+        groups.setdefault(group_of(name), []).append(name)
+    for members in groups.values():
+        vals = [ns[m] for m in members]
+        for m, v in zip(members, rng.permutation(vals)):
+            out[m] = int(v)
+    return out

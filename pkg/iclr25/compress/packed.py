@@ -11,8 +11,10 @@ inputs of every row. :func:`pack_c4n` stores
 So a packed row costs ``in/4 * (4 k + 1)`` bytes against ``4 in`` dense: a memory-bound kernel can be
 at most ``16 / (4 k + 1)`` times faster than a dense one that streams the same row (1.23x, 1.78x,
 3.2x for n = 1, 2, 3; :func:`roofline_speedup`). ``y_i = sum_g sum_j vals[i, g k + j] x[4 g + p_j]``
-reads ``x`` by gather: the kernel does ``k/4`` of the multiply-adds but they are scalar gathers,
-while a dense BLAS GEMV streams contiguous vectors with SIMD.
+reads ``x`` by gather: the kernel does ``k/4`` of the multiply-adds, and LLVM vectorises its group
+loop with hardware gather instructions where the CPU has them (AVX2 / AVX-512; see the unit test that
+reads the compiled kernel's assembly), but a gather is still slower than the contiguous vector loads
+with which a dense BLAS GEMV streams ``x``.
 
 >>> P = pack_c4n(W, mask)                 # W (out, in), mask a C_4^n keep-mask
 >>> y = c4n_matvec(P, x)                  # == (W * mask) @ x, x (in,) float32 numpy

@@ -22,9 +22,18 @@ Energy = Callable[[dict, torch.Tensor], torch.Tensor]
 name -> tensor) and the input ``x_t`` ``(B, C, H, W)``."""
 
 
-def normalised(g: torch.Tensor, floor: float) -> torch.Tensor:
-    """``g / max(rms(g_b), floor)`` per sample ``b`` (``(B, ...)``): a unit-RMS direction, except
-    that a gradient smaller than ``floor`` is scaled by ``1 / floor`` and so stays small."""
+def normalised(g: torch.Tensor, floor: float, block: int = 0) -> torch.Tensor:
+    """``g / max(rms(g), floor)``: a unit-RMS direction, except that a gradient smaller than ``floor``
+    is scaled by ``1 / floor`` and so stays small (near a minimum the step is plain gradient descent
+    with gain ``1 / floor``, never an amplified round-off). ``block = 0``: one RMS per sample ``b`` of
+    ``g`` ``(B, ...)``; ``block = k``: one RMS per ``k x k`` block of pixels of ``g`` ``(B, C, H, W)``
+    (over the block and the channels), so that every block (region) moves by the same amount whatever
+    the other blocks' gradients are."""
+    if block:
+        b, c, h, w = g.shape
+        ms = torch.nn.functional.avg_pool2d(g.pow(2).mean(1, keepdim=True), block)
+        rms = torch.nn.functional.interpolate(ms.sqrt(), size=(h, w), mode="nearest").clamp(min=floor)
+        return g / rms
     rms = g.flatten(1).pow(2).mean(1).sqrt().clamp(min=floor)
     return g / rms.view(-1, *([1] * (g.dim() - 1)))
 
@@ -52,24 +61,27 @@ def smoothed(g: torch.Tensor, width: int) -> torch.Tensor:
     return torch.nn.functional.avg_pool2d(g, width, 1, width // 2, count_include_pad=False)
 
 
-def guidance_direction(g: torch.Tensor, smooth: int | torch.Tensor = 1, floor: float = 1e-3) -> torch.Tensor:
-    """The per-sample :func:`normalised` gradient ``g`` ``(B, C, H, W)``, first low-passed by
-    :func:`smoothed` with window ``smooth`` (a number, or ``(B,)`` integers: one per sample)."""
+def guidance_direction(g: torch.Tensor, smooth: int | torch.Tensor = 1, floor: float = 1e-3,
+                       block: int = 0) -> torch.Tensor:
+    """The :func:`normalised` gradient ``g`` ``(B, C, H, W)`` (per sample, or per ``block x block``
+    region), first low-passed by :func:`smoothed` with window ``smooth`` (a number, or ``(B,)`` integers:
+    one per sample)."""
     if isinstance(smooth, torch.Tensor):
         widths = smooth.to(g.device).view(-1, *([1] * (g.dim() - 1)))
         g = sum(torch.where(widths == w, smoothed(g, int(w)), torch.zeros_like(g)) for w in smooth.unique().tolist())
     else:
         g = smoothed(g, smooth)
-    return normalised(g, floor)
+    return normalised(g, floor, block)
 
 
 def energy_guided_eps(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: Energy,
                       names: Sequence[str], scale: torch.Tensor | float,
-                      floor: float = 1e-3, smooth: int | torch.Tensor = 1) -> tuple[torch.Tensor, torch.Tensor]:
+                      floor: float = 1e-3, smooth: int | torch.Tensor = 1,
+                      block: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """The guided noise prediction ``eps_tilde = eps_theta(x_t, t) + scale * g_hat`` with ``g_hat``
     the :func:`guidance_direction` of the gradient of ``energy`` (``scale`` a number or ``(B,)``;
-    ``smooth`` the low-pass width). Returns ``eps_tilde`` ``(B, C, H, W)`` and the energies ``(B,)`` at
+    ``smooth`` the low-pass width, ``floor`` and ``block`` as in :func:`normalised`). Returns ``eps_tilde`` ``(B, C, H, W)`` and the energies ``(B,)`` at
     ``x_t``."""
     eps, e, g = energy_and_gradient(unet, x_t, t, energy, names)
     scale = torch.as_tensor(scale, dtype=x_t.dtype, device=x_t.device)
-    return eps + scale.reshape(-1, *([1] * (x_t.dim() - 1))) * guidance_direction(g, smooth, floor), e
+    return eps + scale.reshape(-1, *([1] * (x_t.dim() - 1))) * guidance_direction(g, smooth, floor, block), e

@@ -27,6 +27,18 @@ RECIPE = dict(res=24, channels=(16, 32, 48), attention=(False, True, True), init
               batch_size=32, lr=2e-3, warmup=50, seed=0)
 """The recipe of the committed model: U-Net shape, initial-weight seed, training steps, batch, learning
 rate, warm-up and data/noise seed."""
+N_MODELS = 3
+"""Committed checkpoints: model ``k`` is :data:`RECIPE` with initial-weight and data seeds ``k``."""
+
+
+def model_recipe(k: int) -> dict:
+    """The recipe of committed model ``k`` (``0 <= k < N_MODELS``): :data:`RECIPE` with both seeds ``k``."""
+    return dict(RECIPE, init_seed=k, seed=k)
+
+
+def model_path(k: int) -> Path:
+    """Where committed model ``k`` lives (model 0 is :data:`WEIGHTS`)."""
+    return WEIGHTS if k == 0 else WEIGHTS.with_name(f"scenes-unet-{k}.pt")
 
 
 def scene_source(res: int):
@@ -87,7 +99,10 @@ def load_scene_unet(device: torch.device | str = "cpu", path: Path = WEIGHTS,
 
 
 if __name__ == "__main__":
-    ck = make_checkpoint()
+    import sys
+
+    k = int(sys.argv[1]) if len(sys.argv) > 1 else 0        # which committed model (0, 1, 2)
+    ck = make_checkpoint(model_recipe(k), model_path(k))
     ls = ck["meta"]["losses"]
-    print(f"saved {WEIGHTS} ({WEIGHTS.stat().st_size / 1e6:.2f} MB) in {ck['meta']['seconds']:.0f} s; "
+    print(f"saved {model_path(k)} ({model_path(k).stat().st_size / 1e6:.2f} MB) in {ck['meta']['seconds']:.0f} s; "
           f"loss first 50 {sum(ls[:50]) / 50:.4f}, last 50 {sum(ls[-50:]) / 50:.4f}")

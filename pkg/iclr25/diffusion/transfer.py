@@ -111,11 +111,19 @@ def attention_weights(unet: UNet2DModel, x_query: torch.Tensor, x_key: torch.Ten
     return out
 
 
-def attention_match(weights: dict[str, torch.Tensor], layers: Sequence[str]) -> torch.Tensor:
-    """Correspondence from attention: ``m(i) = argmax_j`` of the :func:`attention_weights` summed over
-    ``layers``, ``(B, size^2)`` indices into the key image's tokens (no position term: attention has
-    none; within a coarse layer's block, ties go to the lowest index)."""
-    return sum(weights[n] for n in layers).argmax(dim=-1)
+def attention_match(weights: dict[str, torch.Tensor], layers: Sequence[str], pos_weight: float = 0.0) -> torch.Tensor:
+    """Correspondence from attention: ``m(i) = argmax_j a_ij / max_j a_ij + pos_weight <p_i, p_j>`` with ``a`` the
+    :func:`attention_weights` summed over ``layers`` (each row scaled to a maximum of 1, so that the
+    position prior of :func:`~iclr25.diffusion.semantix.semantic_match` has the same weight against it as
+    against a cosine), ``(B, size^2)`` indices into the key image's tokens (within a coarse layer's block,
+    ties go to the lowest index unless the position term breaks them)."""
+    a = sum(weights[n] for n in layers)
+    if not pos_weight:
+        return a.argmax(dim=-1)
+    from iclr25.diffusion.semantix import position_codes
+
+    p = position_codes(math.isqrt(a.shape[-1]), a.device)
+    return (a / a.amax(-1, keepdim=True) + pos_weight * (p @ p.T)).argmax(dim=-1)
 
 
 def alpha_bar_train(t: int) -> torch.Tensor:
@@ -214,7 +222,7 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
                     weights: EnergyWeights, eta: torch.Tensor, guide_from: int | torch.Tensor, names: Sequence[str],
                     size: int, ref_colours: list[torch.Tensor] | None = None, smooth: int | torch.Tensor = 1,
                     colour_token_weight: torch.Tensor | None = None, n_grad: int | torch.Tensor = 1,
-                    progress: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                    progress: Callable | None = None, floor: float = 1e-3, block: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Energy-guided re-sampling of inverted contexts (the Semantix sampler).
 
     From ``xs_ctx[0]`` (the context's inverted start, ``(B, C, H, W)``), the first ``guide_from`` steps
@@ -232,7 +240,8 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
     steps per guided timestep: the first ``n_grad - 1`` move ``x_t`` itself by
     ``-sqrt(1 - abar_t) eta_b x0_scale(t) g_hat`` (the same move of ``x0_hat`` as the guided noise
     prediction makes), each with the gradient at the point reached, and the last is the guided step.
-    Every step uses the context's noise map ``zs_ctx[i]``, so ``eta = 0``
+    ``floor`` and ``block`` set the normalisation (:func:`~iclr25.diffusion.guidance.normalised`: per
+    sample, or per ``block x block`` region of pixels). Every step uses the context's noise map ``zs_ctx[i]``, so ``eta = 0``
     returns the context. Returns the outputs ``(B, C, H, W)`` and the energies of the steps from the
     earliest guided one, ``(S - min(guide_from), B)``."""
     energies = []
@@ -266,8 +275,8 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
             for k in range(int(inner.max()) - 1):      # extra gradient steps on x_t itself
                 _, _, g = energy_and_gradient(unet, x, t, energy_at(i, t), hooked)
                 move = (scale * (inner > k + 1).to(x.dtype)).view(-1, 1, 1, 1)
-                x = (x - shift * move * guidance_direction(g, smooth)).detach()
-            eps, e = energy_guided_eps(unet, x, t, energy_at(i, t), hooked, scale, smooth=smooth)
+                x = (x - shift * move * guidance_direction(g, smooth, floor, block)).detach()
+            eps, e = energy_guided_eps(unet, x, t, energy_at(i, t), hooked, scale, floor, smooth, block)
             energies.append(e)
         x = sched.step(eps.detach(), t, x, eta=1.0, variance_noise=zs_ctx[i]).prev_sample
     return x.detach(), torch.stack(energies) if energies else torch.zeros(0, b)
@@ -276,14 +285,16 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
 @torch.no_grad()
 def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tensor, zs_ctx: torch.Tensor,
                           xs_ref: torch.Tensor, gamma: torch.Tensor, tau: torch.Tensor,
-                          window: torch.Tensor, layers: set[str] | None = None) -> torch.Tensor:
+                          window: torch.Tensor, layers: set[str] | None = None,
+                          window_start: torch.Tensor | None = None) -> torch.Tensor:
     """Attention key/value injection (StyleID / Cross-Image-Attention-like) on the inverted context.
 
     At step ``i`` the reference's and the context's trajectories ``xs_ref[i]``, ``xs_ctx[i]`` are run
     to record every attention layer's input; then the output is run with its keys and values taken
     from the reference, its queries blended with the context's (``gamma`` ``(B,)``) and the logits
     scaled by ``tau`` ``(B,)`` (:class:`~iclr25.diffusion.attention.KVInjection`), for the samples with
-    ``i < window_b`` (``window`` ``(B,)``, in steps), at every attention layer or only at ``layers``
+    ``window_start_b <= i < window_b`` (``(B,)`` each, in steps; ``window_start`` default 0, the noisy
+    end, so a late window is ``(S - k, S)``), at every attention layer or only at ``layers``
     (names); the step uses the context's noise map. Returns ``(B, C, H, W)``."""
     x = xs_ctx[0]
     try:
@@ -295,6 +306,8 @@ def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch
             set_attention_controller(unet, rec_ctx)
             unet(xs_ctx[i], t)
             active = (i < window).to(x.device)
+            if window_start is not None:
+                active = active & (i >= window_start).to(x.device)
             set_attention_controller(unet, KVInjection(rec_ref.states, rec_ctx.states, gamma, tau, active, layers))
             eps = unet(x, t).sample
             x = sched.step(eps, t, x, eta=1.0, variance_noise=zs_ctx[i]).prev_sample

@@ -338,6 +338,34 @@ def bundle_heat_kernel(x: Tensor, O: Tensor, lam: Tensor, phi: Tensor, t: Tensor
 # --------------------------------------------------------------------------------------------
 # The BuNN layer
 # --------------------------------------------------------------------------------------------
+class SumGNN(nn.Module):
+    """The paper's neighbour-aware frame network: ``Linear`` → ``layers`` x
+    ``h ← h + GELU(W_s h + W_n Σ_{u~v} h_u)`` → ``Linear`` (indexable: ``self[-1]`` is the output layer).
+
+    The neighbour sum is over the undirected edges of ``edge_index`` (no self-loops).
+    """
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int = 1) -> None:
+        super().__init__()
+        self.inp = nn.Linear(in_dim, hidden)
+        self.self_lin = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(layers))
+        self.nbr_lin = nn.ModuleList(nn.Linear(hidden, hidden, bias=False) for _ in range(layers))
+        self.out = nn.Linear(hidden, out_dim)
+
+    def __getitem__(self, i: int) -> nn.Module:
+        if i != -1:
+            raise IndexError("only the output layer, [-1], is indexable")
+        return self.out
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        h = nn.functional.gelu(self.inp(x))
+        src, dst = edge_index
+        for ws, wn in zip(self.self_lin, self.nbr_lin):
+            nbr = torch.zeros_like(h).index_add_(0, dst, h[src])
+            h = h + nn.functional.gelu(ws(h) + wn(nbr))
+        return self.out(h)
+
+
 class BuNNConv(MessagePassing):
     r"""One Bundle Neural Network layer (without the non-linearity).
 
@@ -360,6 +388,8 @@ class BuNNConv(MessagePassing):
     bundle_dim : int, ``d``
     num_bundles : int, ``c``
     t_init : float or sequence of ``c`` floats, initial diffusion times; ``t = relu(τ)`` is learned
+        (``t_param="relu"``, the paper's code) or ``t = exp(τ)`` (``t_param="log"``: Adam's steps on
+        ``τ`` are then relative changes of ``t``, so a time can move by decades in a few hundred steps)
     kernel : "spectral" | "taylor"
     K : int, Taylor degree (taylor only)
     t_max : float or None, clamp of the learned time (keeps Taylor in its safe range)
@@ -368,12 +398,20 @@ class BuNNConv(MessagePassing):
     phi_hidden : int, hidden width of φ
     phi_in : int or None, input width of φ (defaults to ``channels``; larger if a positional
         encoding is concatenated through ``forward(..., phi_input=...)``)
+    phi_gnn : int, number of neighbour-aware "SumGNN" layers in φ (0: an MLP of the node's own
+        features). Each is ``h ← h + GELU(W_s h + W_n Σ_{u~v} h_u)``, the paper's frame network; it
+        needs the graph, passed as ``forward(..., phi_edge_index=...)``.
+    sep : bool, the block of the paper's heterophily code (Platonov et al.'s ego/aggregate
+        concatenation): after diffusing, a feed-forward network reads ``[x_v, z_v]`` (the input
+        and the diffused synced features, concatenated), ``Linear(2C, C) → GELU → Linear(C, C)``,
+        and its output is de-synced. ``False``: the Linear ``W`` on ``z`` alone.
     """
 
     def __init__(self, channels: int, bundle_dim: int = 2, num_bundles: int = 8,
                  t_init: float | Sequence[float] = 1.0, kernel: str = "spectral", K: int = 8,
                  t_max: float | None = None, frames: str = "learned", orth: str = "householder",
-                 phi_hidden: int = 32, phi_in: int | None = None) -> None:
+                 phi_hidden: int = 32, phi_in: int | None = None, phi_gnn: int = 0,
+                 sep: bool = False, t_param: str = "relu") -> None:
         super().__init__(aggr="add")
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
@@ -386,29 +424,44 @@ class BuNNConv(MessagePassing):
                              f"{bundle_dim * num_bundles}")
         self.channels, self.d, self.c = channels, bundle_dim, num_bundles
         self.m = channels // (bundle_dim * num_bundles)
+        if t_param not in ("relu", "log"):
+            raise ValueError(f"unknown t_param {t_param!r}; valid: relu, log")
         self.kernel, self.K, self.t_max, self.frames, self.orth = kernel, K, t_max, frames, orth
+        self.t_param = t_param
         t0 = torch.as_tensor(t_init, dtype=torch.float32).expand(num_bundles).clone()
-        self.tau = nn.Parameter(t0)
-        self.lin = nn.Linear(channels, channels)
+        if t_param == "log" and (t0 <= 0).any():
+            raise ValueError("t_param='log' needs t_init > 0")
+        self.tau = nn.Parameter(t0.log() if t_param == "log" else t0)
+        self.sep = sep
+        self.lin: nn.Module = nn.Linear(channels, channels) if not sep else nn.Sequential(
+            nn.Linear(2 * channels, channels), nn.GELU(), nn.Linear(channels, channels))
         n_par = num_orthogonal_params(bundle_dim) if orth == "householder" else 1
         self.phi: nn.Module | None = None
         if frames == "learned":
             self.phi = nn.Sequential(nn.Linear(phi_in or channels, phi_hidden), nn.GELU(),
-                                     nn.Linear(phi_hidden, num_bundles * n_par))
+                                     nn.Linear(phi_hidden, num_bundles * n_par)) if phi_gnn == 0 \
+                else SumGNN(phi_in or channels, phi_hidden, num_bundles * n_par, phi_gnn)
             nn.init.zeros_(self.phi[-1].weight)  # start near a constant (trivial-like) bundle
             nn.init.normal_(self.phi[-1].bias, std=1.0)
 
     def diffusion_time(self) -> Tensor:
-        """The per-bundle times ``t = relu(τ)`` (clamped at ``t_max``), shape ``(c,)``."""
-        t = torch.relu(self.tau)
+        """The per-bundle times ``t = relu(τ)`` or ``exp(τ)`` (clamped at ``t_max``), shape ``(c,)``."""
+        t = torch.exp(self.tau) if self.t_param == "log" else torch.relu(self.tau)
         return t if self.t_max is None else t.clamp(max=self.t_max)
 
-    def frames_of(self, x: Tensor, phi_input: Tensor | None = None) -> Tensor:
+    def frames_of(self, x: Tensor, phi_input: Tensor | None = None,
+                  phi_edge_index: Tensor | None = None) -> Tensor:
         """The orthogonal maps ``O``, shape ``(n, c, d, d)``."""
         n = x.shape[0]
         if self.phi is None:
             return torch.eye(self.d, dtype=x.dtype, device=x.device).expand(n, self.c, self.d, self.d)
-        p = self.phi(x if phi_input is None else phi_input).reshape(n, self.c, -1)
+        inp = x if phi_input is None else phi_input
+        if isinstance(self.phi, SumGNN):
+            if phi_edge_index is None:
+                raise ValueError("a SumGNN frame network needs phi_edge_index")
+            p = self.phi(inp, phi_edge_index).reshape(n, self.c, -1)
+        else:
+            p = self.phi(inp).reshape(n, self.c, -1)
         return orthogonal_from_params(p, self.d, self.orth)
 
     def laplacian_apply(self, z: Tensor, adj_t: Tensor) -> Tensor:
@@ -419,7 +472,8 @@ class BuNNConv(MessagePassing):
         return _SymmetricSpMM.apply(adj_t, x)
 
     def forward(self, x: Tensor, edge_index: Tensor, eig: tuple[Tensor, Tensor] | None = None,
-                phi_input: Tensor | None = None, return_frames: bool = False):
+                phi_input: Tensor | None = None, return_frames: bool = False,
+                phi_edge_index: Tensor | None = None):
         """Apply the layer.
 
         Parameters
@@ -429,13 +483,14 @@ class BuNNConv(MessagePassing):
             ``D^{-1/2} A D^{-1/2}`` from :func:`normalized_adjacency` (faster: built once)
         eig : (lam (k,), phi (n, k)), needed for ``kernel="spectral"``
         phi_input : Tensor (n, phi_in) or None, input of φ (defaults to ``x``)
+        phi_edge_index : LongTensor (2, E), the graph for a SumGNN φ (``phi_gnn > 0``)
 
         Returns
         -------
         Tensor, shape (n, c*d*m) (and the frames ``(n, c, d, d)`` if ``return_frames``).
         """
         n = x.shape[0]
-        O = self.frames_of(x, phi_input)
+        O = self.frames_of(x, phi_input, phi_edge_index)
         v = x.reshape(n, self.c, self.d, self.m)
         y = torch.einsum("ncij,ncjm->ncim", O, v).reshape(n, self.c, self.d * self.m)  # sync
         t = self.diffusion_time().to(x.dtype)
@@ -447,7 +502,8 @@ class BuNNConv(MessagePassing):
             adj = edge_index if edge_index.is_sparse or edge_index.layout != torch.strided \
                 else normalized_adjacency(edge_index, n, x.dtype)
             z = heat_kernel_taylor(y, lambda s: self.laplacian_apply(s, adj), t, self.K)
-        z = self.lin(z.reshape(n, self.channels)).reshape(n, self.c, self.d, self.m)
+        z = z.reshape(n, self.channels)
+        z = self.lin(torch.cat([x, z], -1) if self.sep else z).reshape(n, self.c, self.d, self.m)
         out = torch.einsum("ncji,ncjm->ncim", O, z).reshape(n, self.channels)  # de-sync
         return (out, O) if return_frames else out
 
@@ -510,15 +566,27 @@ class NodeModel(nn.Module):
     ``GINConv``) or ``bunn`` / ``bunn-identity`` (:class:`BuNNConv` with learned or identity
     frames). ``pe_dim > 0``: a positional encoding ``pe`` is concatenated to the input (all
     models) and, for BuNN, also to φ's input. ``bunn_kwargs`` go to :class:`BuNNConv`.
+
+    ``block="sep"``: ``h ← h + FF([LN(h), conv(LN(h))])``, the pre-LayerNorm residual block of
+    Platonov et al. (2023) for GraphSAGE, in which a feed-forward network
+    ``Linear(2C, C) → GELU → Linear(C, C)`` reads the ego features beside the aggregated ones. Every
+    ``kind`` gets this concatenation here, so ``gcn`` with ``block="sep"`` is "GCN-sep", not
+    Platonov et al.'s GCN module (``FF(conv(LN(h)))``, no ego features). For BuNN the concatenation
+    happens inside the layer, before de-syncing, with the un-synced input (the paper's code
+    concatenates the synced one). A final LayerNorm precedes the readout.
+    ``block="plain"``: ``h ← h + GELU(conv(h))``.
     """
 
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, layers: int = 2,
                  pe_dim: int = 0, dropout: float = 0.0, residual: bool = True,
-                 **bunn_kwargs: object) -> None:
+                 block: str = "plain", **bunn_kwargs: object) -> None:
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"unknown model {kind!r}; valid: {', '.join(MODELS)}")
+        if block not in ("plain", "sep"):
+            raise ValueError(f"unknown block {block!r}; valid: plain, sep")
         self.kind, self.pe_dim, self.dropout, self.residual = kind, pe_dim, dropout, residual
+        self.block = block
         self.enc = nn.Linear(in_dim + pe_dim, hidden)
         convs: list[nn.Module] = []
         for _ in range(layers):
@@ -534,8 +602,12 @@ class NodeModel(nn.Module):
             else:
                 frames = "identity" if kind == "bunn-identity" else "learned"
                 convs.append(BuNNConv(hidden, frames=frames, phi_in=hidden + pe_dim,
-                                      **bunn_kwargs))  # type: ignore[arg-type]
+                                      sep=block == "sep", **bunn_kwargs))  # type: ignore[arg-type]
         self.convs = nn.ModuleList(convs)
+        sep_ff = block == "sep" and kind not in ("bunn", "bunn-identity")
+        self.ffs = nn.ModuleList(nn.Sequential(nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden))
+                                 for _ in range(layers)) if sep_ff else None
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers + 1)) if block == "sep" else None
         self.dec = nn.Linear(hidden, out_dim)
 
     def forward(self, x: Tensor, edge_index: Tensor, pe: Tensor | None = None,
@@ -550,15 +622,21 @@ class NodeModel(nn.Module):
                 raise ValueError("this model was built with pe_dim > 0: pass pe")
             x = torch.cat([x, pe], -1)
         h = self.enc(x)
-        for conv in self.convs:
+        for i, conv in enumerate(self.convs):
+            z = h if self.norms is None else self.norms[i](h)
             if isinstance(conv, BuNNConv):
-                phi_in = h if not self.pe_dim else torch.cat([h, pe], -1)  # type: ignore[list-item]
-                out = conv(h, edge_index if adj is None else adj, eig=eig, phi_input=phi_in)
+                phi_in = z if not self.pe_dim else torch.cat([z, pe], -1)  # type: ignore[list-item]
+                out = conv(z, edge_index if adj is None else adj, eig=eig, phi_input=phi_in,
+                           phi_edge_index=edge_index)
             else:
-                out = conv(h, edge_index)
-            out = nn.functional.dropout(nn.functional.gelu(out), self.dropout, self.training)
+                out = conv(z, edge_index)
+                if self.ffs is not None:
+                    out = self.ffs[i](torch.cat([z, out], -1))
+            if self.block == "plain":
+                out = nn.functional.gelu(out)
+            out = nn.functional.dropout(out, self.dropout, self.training)
             h = h + out if self.residual else out
-        return self.dec(h)
+        return self.dec(h if self.norms is None else self.norms[-1](h))
 
 
 # --------------------------------------------------------------------------------------------

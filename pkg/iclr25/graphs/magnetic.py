@@ -469,10 +469,14 @@ class PairRegressor(nn.Module):
 
 
 def train_pair_regressor(model: PairRegressor, train: list[Data], steps: int, batch_size: int,
-                         lr: float, seed: int, device: torch.device | str = "cpu") -> list[float]:
-    """Adam on the MSE of standardised ``y_pairs``; returns the loss per step.
+                         lr: float, seed: int, device: torch.device | str = "cpu",
+                         stop_after: int | None = None) -> list[float]:
+    """Adam with a cosine schedule over ``steps`` on the MSE of standardised ``y_pairs``; returns
+    the loss per step.
 
     The target mean and standard deviation over all training pairs are stored in the model.
+    ``stop_after`` stops after that many steps of the same schedule (to re-run the start of a
+    recorded training run).
     """
     y = torch.cat([g.y_pairs for g in train])
     model.y_mean.copy_(y.mean(0))
@@ -493,8 +497,8 @@ def train_pair_regressor(model: PairRegressor, train: list[Data], steps: int, ba
             opt.step()
             sched.step()
             losses.append(loss.item())
-            if len(losses) >= steps:
-                break
+            if len(losses) >= min(steps, stop_after or steps):
+                return losses
     return losses
 
 

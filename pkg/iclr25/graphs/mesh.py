@@ -216,10 +216,21 @@ class MeshGraphNet(nn.Module):
         self.edge_enc = mlp(edge_in, latent, latent, layers)
         self.blocks = nn.ModuleList(GraphNetBlock(latent, layers) for _ in range(blocks))
         self.dec = mlp(latent, out, latent, layers, layer_norm=False)
+        # added (rewired) edges: their own encoder, created last so that the other weights do not
+        # depend on whether a model ever sees added edges
+        self.added_enc = mlp(edge_in, latent, latent, layers)
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
-        """``x`` [N, node_in], ``edge_index`` [2, E], ``edge_attr`` [E, edge_in] -> [N, out]."""
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, added_index: Tensor | None = None,
+                added_attr: Tensor | None = None) -> Tensor:
+        """``x`` [N, node_in], ``edge_index`` [2, E], ``edge_attr`` [E, edge_in] -> [N, out].
+
+        ``added_index`` [2, A] and ``added_attr`` [A, edge_in]: a second edge set (edges added by a
+        rewiring), encoded by its own MLP; the blocks then pass messages over both sets.
+        """
         h, e = self.node_enc(x), self.edge_enc(edge_attr)
+        if added_index is not None and added_index.shape[1] > 0:
+            edge_index = torch.cat([edge_index, added_index], dim=1)
+            e = torch.cat([e, self.added_enc(added_attr)], dim=0)
         for block in self.blocks:
             h, e = block(h, edge_index, e)
         return self.dec(h)
@@ -265,6 +276,7 @@ class FlowSimulator(nn.Module):
         self.net = MeshGraphNet(2 + NodeType.SIZE, 3, 3, latent, blocks, layers)
         self.node_norm, self.edge_norm = Normalizer(2 + NodeType.SIZE), Normalizer(3)
         self.dv_norm, self.p_norm = Normalizer(2), Normalizer(1)
+        self.added_norm = Normalizer(3)  # the added edges' own statistics (they are long)
 
     @staticmethod
     def node_features(velocity: Tensor, node_type: Tensor) -> Tensor:
@@ -276,25 +288,32 @@ class FlowSimulator(nn.Module):
         """Mask [N] of the nodes whose velocity is predicted (NORMAL or OUTFLOW)."""
         return (node_type == NodeType.NORMAL) | (node_type == NodeType.OUTFLOW)
 
-    def forward(self, velocity: Tensor, node_type: Tensor, pos: Tensor, edge_index: Tensor) -> Tensor:
-        """Normalised outputs [N, 3]: velocity change (2) and pressure (1)."""
+    def forward(self, velocity: Tensor, node_type: Tensor, pos: Tensor, edge_index: Tensor,
+                added_index: Tensor | None = None) -> Tensor:
+        """Normalised outputs [N, 3]: velocity change (2) and pressure (1).
+
+        ``edge_index``: the mesh edges; ``added_index``: edges added by a rewiring (none by
+        default), with the same geometric features but their own normaliser and encoder.
+        """
         x = self.node_norm(self.node_features(velocity, node_type))
         e = self.edge_norm(mesh_edge_features(pos, edge_index))
-        return self.net(x, edge_index, e)
+        a = None if added_index is None else self.added_norm(mesh_edge_features(pos, added_index))
+        return self.net(x, edge_index, e, added_index, a)
 
     def loss(self, velocity: Tensor, node_type: Tensor, pos: Tensor, edge_index: Tensor,
-             target_velocity: Tensor, target_pressure: Tensor) -> Tensor:
+             target_velocity: Tensor, target_pressure: Tensor, added_index: Tensor | None = None) -> Tensor:
         """MSE of the normalised velocity change on integrated nodes + MSE of pressure on all."""
-        out = self(velocity, node_type, pos, edge_index)
+        out = self(velocity, node_type, pos, edge_index, added_index)
         mask = self.integrated(node_type)
         err_v = ((self.dv_norm(target_velocity - velocity) - out[:, :2]) ** 2).sum(1)
         err_p = ((self.p_norm(target_pressure[:, None]) - out[:, 2:]) ** 2).sum(1)
         return err_v[mask].mean() + err_p.mean()
 
     @torch.no_grad()
-    def step(self, velocity: Tensor, node_type: Tensor, pos: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
+    def step(self, velocity: Tensor, node_type: Tensor, pos: Tensor, edge_index: Tensor,
+             added_index: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """One simulator step: next velocity [N, 2] and pressure [N]."""
-        out = self(velocity, node_type, pos, edge_index)
+        out = self(velocity, node_type, pos, edge_index, added_index)
         mask = self.integrated(node_type)[:, None]
         nxt = torch.where(mask, velocity + self.dv_norm.inverse(out[:, :2]), velocity)
         return nxt, self.p_norm.inverse(out[:, 2:])[:, 0]

@@ -46,6 +46,22 @@ def add_edges(edge_index: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> T
     return coalesce(ei, num_nodes=num_nodes)
 
 
+def new_edges(edge_index: Tensor, src: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
+    """The edges that :func:`add_edges` adds to ``edge_index``, as a separate edge set.
+
+    Returns
+    -------
+    Tensor, shape [2, A]
+        Both directions of every edge ``src[k] -- dst[k]`` that is not a self-loop and not already
+        in ``edge_index``, sorted and deduplicated.
+    """
+    new = torch.stack([src.long(), dst.long()])
+    ei, _ = remove_self_loops(torch.cat([new, new.flip(0)], dim=1))
+    ei = coalesce(ei, num_nodes=num_nodes)
+    old = edge_index[0].long() * num_nodes + edge_index[1].long()
+    return ei[:, ~torch.isin(ei[0] * num_nodes + ei[1], old)]
+
+
 def piorf_sources(node_curv: Tensor, ratio: float = 0.03, tiebreak: Tensor | None = None,
                   decimals: int = 9) -> Tensor:
     """The ``floor(ratio * N)`` nodes of lowest curvature, most negative first.

@@ -85,7 +85,8 @@ def fiedler_vector(edge_index: Tensor, num_nodes: int) -> Tensor:
     return -f if f[0] > 0 else f
 
 
-def barbell_long_range(m: int = 8, p: int = 4, n_graphs: int = 100, seed: int = 0) -> list[Data]:
+def barbell_long_range(m: int = 8, p: int = 4, n_graphs: int = 100, seed: int = 0,
+                       paired: bool = False, wide: bool = False) -> list[Data]:
     """A long-range regression task on barbell graphs (two ``K_m`` joined by a path of ``p`` nodes).
 
     Every graph has the topology of ``networkx.barbell_graph(m, p)`` (nodes ``0..m-1``: clique A,
@@ -93,14 +94,40 @@ def barbell_long_range(m: int = 8, p: int = 4, n_graphs: int = 100, seed: int = 
     target of a clique-A node is the mean feature of clique B and vice versa: it can only be
     computed by moving information across the bridge. Path nodes are masked out of the loss.
 
+    ``paired=True`` adds ``m`` edges that join node ``i`` of clique A to node ``i`` of clique B (the
+    path stays). This removes the bottleneck, but not only it: every node of the other clique is then
+    1 or 2 hops away instead of up to ``p + 3``, and ``pe``, as always the Fiedler vector of the graph,
+    encodes a different graph (for ``p >= 4`` it no longer separates the cliques). Features, targets
+    and scored nodes are those of the same ``seed`` without the pairing.
+
+    ``wide=True`` removes only the bottleneck: ``m - 1`` more paths of ``p`` nodes each join node ``i`` of
+    clique A to node ``i + 1`` of clique B (``i < m - 1``; the original path joins node ``m - 1`` of A to
+    node 0 of B), so every clique node ends one of ``m`` disjoint bridges of the same length. The far clique
+    stays ``p + 1`` to ``p + 2`` hops away (``p + 3`` on the barbell). The new path nodes are numbered after
+    clique B and get features from a separate stream, so features, targets and scored nodes of the
+    original nodes are those of the same ``seed``.
+
     Returns
     -------
     list of Data with ``x (n, 1)``, ``y (n,)``, ``mask (n,)`` bool, ``pe (n, 1)`` (the Fiedler
-    vector, identical for all graphs), ``edge_index``; ``n = 2m + p``.
+    vector, identical for all graphs), ``edge_index``; ``n = 2m + p`` (``2m + mp`` if ``wide``).
     """
     if m < 2 or p < 0 or n_graphs < 1:
         raise ValueError(f"need m >= 2, p >= 0, n_graphs >= 1, got m={m}, p={p}, n_graphs={n_graphs}")
+    if paired and wide:
+        raise ValueError("choose one of paired and wide")
     G = nx.barbell_graph(m, p)
+    n0 = G.number_of_nodes()
+    if paired:
+        G.add_edges_from((i, m + p + i) for i in range(m))
+    if wide:
+        if p < 1:
+            raise ValueError("wide needs p >= 1")
+        nxt = n0
+        for i in range(m - 1):
+            chain = [i] + list(range(nxt, nxt + p)) + [m + p + i + 1]
+            G.add_edges_from(zip(chain[:-1], chain[1:]))
+            nxt += p
     n = G.number_of_nodes()
     ei = from_networkx(G).edge_index
     pe = fiedler_vector(ei, n).float()[:, None]
@@ -109,9 +136,12 @@ def barbell_long_range(m: int = 8, p: int = 4, n_graphs: int = 100, seed: int = 
     mask = torch.zeros(n, dtype=torch.bool)
     mask[A] = mask[B] = True
     gen = torch.Generator().manual_seed(seed)
+    gen_extra = torch.Generator().manual_seed(seed + 7919)
     out = []
     for _ in range(n_graphs):
-        x = torch.randn(n, 1, generator=gen)
+        x = torch.randn(n0, 1, generator=gen)
+        if n > n0:
+            x = torch.cat([x, torch.randn(n - n0, 1, generator=gen_extra)])
         y = torch.zeros(n)
         y[A] = x[B, 0].mean()
         y[B] = x[A, 0].mean()

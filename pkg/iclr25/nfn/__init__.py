@@ -18,22 +18,24 @@ from .baselines import (NORMS, FlatWeightsMLP, MLPRegressor, flatten_weights, gr
 from .block import (KEYS, BlockSpec, attention_block, layer_norm, mlp, multi_head_attention, random_weights,
                     softmax)
 from .fit import Selection, fit_ensemble, select
-from .group import (apply_group_action, head_products, identity_element, products_match, random_group_element,
+from .group import (apply_group_action, exchange_head_columns, head_products, identity_element, products_match, random_group_element,
                     recover_gl, well_conditioned)
 from .layers import (TransformerNFN, TransformerNFNEquivariant, TransformerNFNInvariant, hidden_unit_features,
-                     invariant_features, masked_relu, output_unit_features)
-from .metrics import kendall_tau, paired_bootstrap_tau
-from .zoo import OPTIMIZERS, ZooConfig, ZooGrid, digits_tokens, sample_recipes, train_zoo
+                     invariant_features, masked_relu, output_unit_features, per_head_norms)
+from .metrics import kendall_tau, paired_bootstrap_tau, tau_difference
+from .zoo import (OPTIMIZERS, ZooConfig, ZooGrid, digits_tokens, permute_stream, sample_recipes, train_zoo,
+                  zoo_forward, zoo_test_accuracy)
 
 __all__ = [
     "KEYS", "BlockSpec", "attention_block", "layer_norm", "mlp", "multi_head_attention", "random_weights",
     "softmax",
-    "apply_group_action", "head_products", "identity_element", "products_match", "random_group_element",
+    "apply_group_action", "exchange_head_columns", "head_products", "identity_element", "products_match", "random_group_element",
     "recover_gl", "well_conditioned",
     "TransformerNFN", "TransformerNFNEquivariant", "TransformerNFNInvariant", "hidden_unit_features",
-    "invariant_features", "masked_relu", "output_unit_features",
+    "invariant_features", "masked_relu", "output_unit_features", "per_head_norms",
     "NORMS", "FlatWeightsMLP", "MLPRegressor", "group_augment", "flatten_weights", "norm_features", "product_stat_features", "stat_features",
     "tensor_stats",
-    "Selection", "fit_ensemble", "select", "kendall_tau", "paired_bootstrap_tau",
-    "OPTIMIZERS", "ZooConfig", "ZooGrid", "digits_tokens", "sample_recipes", "train_zoo",
+    "Selection", "fit_ensemble", "select", "kendall_tau", "paired_bootstrap_tau", "tau_difference",
+    "OPTIMIZERS", "ZooConfig", "ZooGrid", "digits_tokens", "permute_stream", "sample_recipes", "train_zoo",
+    "zoo_forward", "zoo_test_accuracy",
 ]

@@ -42,13 +42,17 @@ class Selection:
     test_pred: np.ndarray
     chosen: np.ndarray
     pred: np.ndarray
+    val_curve: np.ndarray | None = None
+    """``(S, K, n_evals)``: every member's validation tau at each evaluation (epochs ``eval_every``,
+    ``2 eval_every``, ..., ``epochs``), to check that training reached a plateau."""
 
 
-def select(val_tau: np.ndarray, epoch: np.ndarray, test_pred: np.ndarray) -> Selection:
+def select(val_tau: np.ndarray, epoch: np.ndarray, test_pred: np.ndarray,
+           val_curve: np.ndarray | None = None) -> Selection:
     """Per split, the configuration with the highest validation tau (the first on a tie)."""
     chosen = np.nanargmax(np.nan_to_num(val_tau, nan=-2.0), axis=1)
     pred = test_pred[np.arange(len(chosen)), chosen]
-    return Selection(val_tau, epoch, test_pred, chosen, pred)
+    return Selection(val_tau, epoch, test_pred, chosen, pred, val_curve)
 
 
 def _schedule(epoch: int, epochs: int) -> float:
@@ -60,7 +64,8 @@ def _schedule(epoch: int, epochs: int) -> float:
 
 def fit_ensemble(make_model: Callable[[int, int], nn.Module], data: dict[str, Any], targets: dict[str, torch.Tensor],
                  configs: Sequence[dict[str, float]], *, epochs: int, batch: int = 32, eval_every: int = 1,
-                 augment: Callable[[Any, torch.Generator], Any] | None = None, seed: int = 0) -> Selection:
+                 augment: Callable[[Any, torch.Generator], Any] | None = None, seed: int = 0,
+                 select_epoch: bool = True) -> Selection:
     """Train ``S x K`` predictors together and select on validation.
 
     - ``make_model(s, k)``: a fresh predictor for split ``s`` and configuration ``k`` (its
@@ -69,7 +74,9 @@ def fit_ensemble(make_model: Callable[[int, int], nn.Module], data: dict[str, An
       with leading axes ``(S, n_split, ...)`` (each split seed's own points);
     - ``targets[split]``: ``(S, n_split)`` accuracies in ``[0, 1]``;
     - ``configs``: ``K`` dicts with ``lr`` and ``wd`` (decoupled weight decay);
-    - ``augment(batch, generator)``: applied to every training mini-batch (``(S, batch, ...)``).
+    - ``augment(batch, generator)``: applied to every training mini-batch (``(S, batch, ...)``);
+    - ``select_epoch``: keep each member's best validation epoch (``True``) or its last epoch
+      (``False``: a fixed epoch budget; validation then only chooses the configuration).
     """
     S, n_train = targets["train"].shape
     K = len(configs)
@@ -97,7 +104,7 @@ def fit_ensemble(make_model: Callable[[int, int], nn.Module], data: dict[str, An
     best_pred = np.zeros((S * K, targets["test"].shape[1]))
     y_val = targets["val"].cpu().numpy()[member_split.cpu().numpy()]
     data_val, data_test = spread(data["val"]), spread(data["test"])
-    t = 0
+    t, curve = 0, []
     for epoch in range(epochs):
         order = torch.argsort(torch.rand(S, n_train, generator=gen), dim=1).to(device)
         rate = _schedule(epoch, epochs)
@@ -125,10 +132,14 @@ def fit_ensemble(make_model: Callable[[int, int], nn.Module], data: dict[str, An
             with torch.no_grad():
                 pv = torch.sigmoid(forward(params, buffers, data_val)).cpu().numpy()
                 tau = kendall_tau(pv, y_val)
+                curve.append(tau)
                 better = np.nan_to_num(tau, nan=-2.0) > best_tau
+                if not select_epoch:
+                    better = np.full(S * K, epoch == epochs - 1)
                 if better.any():
                     pt = torch.sigmoid(forward(params, buffers, data_test)).cpu().numpy()
                     best_tau = np.where(better, np.nan_to_num(tau, nan=-2.0), best_tau)
                     best_epoch = np.where(better, epoch + 1, best_epoch)
                     best_pred[better] = pt[better]
-    return select(best_tau.reshape(S, K), best_epoch.reshape(S, K), best_pred.reshape(S, K, -1))
+    return select(best_tau.reshape(S, K), best_epoch.reshape(S, K), best_pred.reshape(S, K, -1),
+                  np.stack(curve, -1).reshape(S, K, -1))

@@ -124,9 +124,9 @@ def products_match(w1: Weights, w2: Weights, *, rtol: float = 1e-9) -> tuple[boo
 def recover_gl(w: Weights, gw: Weights, tau: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Recover ``M`` and ``N`` from weights ``w`` and ``gw = g.w`` (known head permutation ``tau``)
     by least squares: ``M_i^T = argmin |WQ_tau(i) X - gWQ_i|``, ``N_i = argmin |WV_tau(i) X - gWV_i|``.
-    Returns (M (h, Dk, Dk), N (h, Dv, Dv), the largest relative residual of the four equations
-    that ``M, N`` must also satisfy: ``gWK = WK M^{-1}`` and ``gWO P_O^T = N^{-1} WO`` up to the
-    column permutation, checked through ``gWV gWO = WV WO P_O``'s row space)."""
+    Returns (M (h, Dk, Dk), N (h, Dv, Dv), the largest relative residual of the three least-squares
+    equations ``WQ_tau(i) M_i^T = gWQ_i``, ``WK_tau(i) = gWK_i M_i`` and ``WV_tau(i) N_i = gWV_i``;
+    ``WO`` is not checked)."""
     Mt = torch.linalg.lstsq(w["WQ"][tau], gw["WQ"]).solution
     N = torch.linalg.lstsq(w["WV"][tau], gw["WV"]).solution
     M = Mt.transpose(-1, -2)
@@ -134,3 +134,17 @@ def recover_gl(w: Weights, gw: Weights, tau: torch.Tensor) -> tuple[torch.Tensor
     res_q = (w["WQ"][tau] @ Mt - gw["WQ"]).norm() / w["WQ"].norm()
     res_v = (w["WV"][tau] @ N - gw["WV"]).norm() / w["WV"].norm()
     return M, N, float(max(res_k, res_q, res_v))
+
+
+def exchange_head_columns(w: Weights, j: int = 0) -> Weights:
+    """A weight set with the same head sums ``sum_i QK_i`` and ``sum_i VO_i`` as ``w`` but different
+    per-head products: column ``j`` of ``WQ`` and ``WK`` is exchanged between heads 0 and 1, and so
+    is column ``j`` of ``WV`` with row ``j`` of ``WO``. Each product is a sum of rank-one terms
+    (``QK_i = sum_c WQ_i[:, c] WK_i[:, c]^T``), so moving one term from head 0 to head 1 and one back
+    keeps their sum over heads. Not a group element: the block's function changes."""
+    out = {k: v.clone() for k, v in w.items()}
+    for key, axis in (("WQ", -1), ("WK", -1), ("WV", -1), ("WO", -2)):
+        a = out[key].select(-3, 0).select(axis, j).clone()
+        out[key].select(-3, 0).select(axis, j).copy_(out[key].select(-3, 1).select(axis, j))
+        out[key].select(-3, 1).select(axis, j).copy_(a)
+    return out

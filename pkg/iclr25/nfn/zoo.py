@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ class ZooGrid:
 
     optimizer: tuple[str, ...] = OPTIMIZERS
     lr_adaptive: tuple[float, ...] = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
-    lr_sgd: tuple[float, ...] = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+    lr_sgd: tuple[float, ...] = (1e-2, 3e-2, 1e-1, 3e-1)
     init_std: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5)
     l2: tuple[float, ...] = (1e-8, 1e-6, 1e-4, 1e-2)
     train_fraction: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7)
@@ -87,17 +88,45 @@ def sinusoidal_positions(n: int, dim: int) -> torch.Tensor:
     return pe
 
 
-def sample_recipes(n: int, grid: ZooGrid, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """``n`` recipes drawn from ``grid``: ``{axis: (n,) array}`` with the optimizer as an index into
-    ``grid.optimizer`` and ``lr`` drawn from ``lr_adaptive`` or ``lr_sgd`` by optimizer."""
-    pick = lambda values: np.asarray(values, dtype=np.float64)[rng.integers(len(values), size=n)]
-    opt = rng.integers(len(grid.optimizer), size=n)
-    adaptive = np.isin(np.asarray(grid.optimizer)[opt], ("adam", "rmsprop"))
-    lr_a, lr_s = pick(grid.lr_adaptive), pick(grid.lr_sgd)
-    out = {"optimizer": opt, "lr": np.where(adaptive, lr_a, lr_s)}
-    for name in ("init_std", "l2", "train_fraction", "dropout"):
-        out[name] = pick(getattr(grid, name))
-    return out
+def sample_recipes(n: int, grid: ZooGrid, rng: np.random.Generator | None = None, *, seed: int = 0,
+                   runs: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """Recipes drawn from ``grid``: ``{axis: (n,) array}`` with the optimizer as an index into
+    ``grid.optimizer`` and ``lr`` drawn from ``lr_adaptive`` or ``lr_sgd`` by optimizer. Run ``r``'s
+    recipe comes from its own generator ``default_rng([seed, r])`` (``runs``: which run indices,
+    default ``range(n)``), so a run's recipe does not depend on which other runs are drawn; ``rng``
+    (deprecated) is ignored."""
+    runs = list(range(n)) if runs is None else list(runs)
+    opts = np.asarray(grid.optimizer)
+    out: dict[str, list] = {k: [] for k in ("optimizer", "lr", "init_std", "l2", "train_fraction", "dropout")}
+    for r in runs:
+        g = np.random.default_rng([seed, r])
+        o = int(g.integers(len(opts)))
+        lrs = grid.lr_adaptive if opts[o] in ("adam", "rmsprop") else grid.lr_sgd
+        out["optimizer"].append(o)
+        out["lr"].append(float(lrs[g.integers(len(lrs))]))
+        for name in ("init_std", "l2", "train_fraction", "dropout"):
+            vals = getattr(grid, name)
+            out[name].append(float(vals[g.integers(len(vals))]))
+    return {k: np.asarray(v, dtype=np.int64 if k == "optimizer" else np.float64) for k, v in out.items()}
+
+
+class RunStreams:
+    """One torch generator per run, seeded by ``(seed, run)``: every random number a run uses
+    (its init, its training subset, its mini-batches, its dropout masks) comes from its own
+    generator, in the same order whichever runs are trained with it, so any subset of the zoo can
+    be retrained exactly."""
+
+    def __init__(self, seed: int, runs: Sequence[int]):
+        self.gens = [torch.Generator().manual_seed(seed * 1_000_003 + r) for r in runs]
+
+    def uniform(self, *shape: int) -> torch.Tensor:
+        """``(n_runs, *shape)`` uniforms in ``[0, 1)``, each run's row from its own generator."""
+        return torch.stack([torch.rand(*shape, generator=g) for g in self.gens])
+
+    def normal(self, *shape: int) -> torch.Tensor:
+        """``(n_runs, *shape)`` standard normals truncated to ``[-2, 2]``, each run's from its own generator."""
+        return torch.stack([torch.nn.init.trunc_normal_(torch.empty(*shape), a=-2.0, b=2.0, generator=g)
+                            for g in self.gens])
 
 
 def zoo_shapes(cfg: ZooConfig, patch_dim: int, n_classes: int) -> dict[str, tuple[int, ...]]:
@@ -112,25 +141,26 @@ def zoo_shapes(cfg: ZooConfig, patch_dim: int, n_classes: int) -> dict[str, tupl
 
 
 def zoo_forward(p: dict[str, torch.Tensor], x: torch.Tensor, n_blocks: int, pos: torch.Tensor,
-                dropout: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+                dropout: torch.Tensor | None = None, masks: torch.Tensor | None = None) -> torch.Tensor:
     """Logits ``(M, B, classes)`` of ``M`` zoo models on their batches ``x`` ``(M, B, T, patch_dim)``
     (or one batch ``(B, T, patch_dim)`` for all). ``dropout`` ``(M,)``: per-model rates applied after
-    the attention and after the MLP of every block (the zoo's ``dropout1``/``dropout2``)."""
+    the attention and after the MLP of every block (the zoo's ``dropout1``/``dropout2``); ``masks``
+    ``(M, 2 n_blocks, B, T, D)``: uniforms, a unit is kept where its uniform is ``>=`` the rate."""
     if x.dim() == 3:
         x = x.expand(p["emb.W"].shape[0], *x.shape)
     h = torch.einsum("mbtp,mpd->mbtd", x, p["emb.W"]) + p["emb.b"][:, None, None] + pos
 
-    def drop(z: torch.Tensor) -> torch.Tensor:
+    def drop(z: torch.Tensor, site: int) -> torch.Tensor:
         if dropout is None:
             return z
         rate = dropout[:, None, None, None]
-        keep = torch.rand(z.shape, generator=generator).to(z.device) >= rate
+        keep = masks[:, site] >= rate
         return z * keep / (1 - rate)
 
     for l in range(n_blocks):
         w = {k: p[f"enc{l}.{k}"] for k in KEYS}
-        a = drop(multi_head_attention(layer_norm(h), w))
-        h = drop(mlp(layer_norm(a), w))
+        a = drop(multi_head_attention(layer_norm(h), w), 2 * l)
+        h = drop(mlp(layer_norm(a), w), 2 * l + 1)
     z = layer_norm(h).mean(-2)
     z = torch.relu(torch.einsum("mbd,mde->mbe", z, p["cls.W1"]) + p["cls.b1"][:, None])
     return torch.einsum("mbd,mdc->mbc", z, p["cls.W2"]) + p["cls.b2"][:, None]
@@ -168,12 +198,16 @@ def zoo_accuracy(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, n
     return torch.cat(acc)
 
 
-def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None) -> dict:
-    """Train the zoo. Returns a dict with
+def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None,
+              runs: Sequence[int] | None = None, keep_all: bool = False) -> dict:
+    """Train the zoo (or only the runs ``runs`` of it: run ``r`` is trained exactly as in the whole
+    zoo, since its recipe and every random number it uses are keyed by ``(cfg.seed, r)``). Returns a dict with
 
     - ``encoder``: ``{key: (n_ckpt, n_runs, n_blocks, ...)}`` float32 CPU tensors of the encoder
       weights at each checkpoint step (weight-space layout of :mod:`iclr25.nfn.block`);
-    - ``accuracy``: ``(n_ckpt, n_runs)`` test accuracy at each checkpoint;
+    - ``params`` (``keep_all=True``): every weight of every model at the last step, ``{name: (n_runs, ...)}``;
+    - ``accuracy``: ``(n_ckpt, n_runs)`` test accuracy at each checkpoint; ``loss``: ``(n_runs,)``
+      the training loss averaged over the last tenth of the steps;
     - ``recipes``: the recipe of every run (:func:`sample_recipes`), ``steps``: the checkpoint steps.
 
     The update of every model is one formula with per-model constants: with ``g = grad + l2 * w``,
@@ -184,32 +218,32 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None)
     ``weight_decay=l2``).
     """
     device = torch.device(device)
-    rng = np.random.default_rng(cfg.seed)
+    runs = list(range(cfg.n_runs)) if runs is None else list(runs)
     gen = torch.Generator().manual_seed(cfg.seed)
     tok, lab = digits_tokens(cfg.patch)
-    order = torch.randperm(len(lab), generator=gen)
+    order = torch.randperm(len(lab), generator=gen)          # the zoo's test / training-pool split
     n_test = len(lab) // 3
     test, pool = order[:n_test], order[n_test:]
     x_test, y_test = tok[test].to(device), lab[test].to(device)
     x_pool, y_pool = tok[pool].to(device), lab[pool].to(device)
 
-    M = cfg.n_runs
-    rec = sample_recipes(M, cfg.grid, rng)
+    M = len(runs)
+    streams = RunStreams(cfg.seed, runs)
+    rec = sample_recipes(M, cfg.grid, seed=cfg.seed, runs=runs)
     shapes = zoo_shapes(cfg, tok.shape[-1], 10)
     # truncated-normal init with the run's std for weights, zeros for biases (official init_weights)
-    std = torch.tensor(rec["init_std"], dtype=torch.float32)
+    std = torch.tensor(rec["init_std"], dtype=torch.float32, device=device)
     params = {}
-    for name, s in shapes.items():
+    for j, (name, s) in enumerate(shapes.items()):
         if len(s) > 1:
-            tn = torch.nn.init.trunc_normal_(torch.empty(M, *s), std=1.0, a=-2.0, b=2.0, generator=gen)
-            params[name] = tn * std.view(M, *([1] * len(s)))
+            params[name] = streams.normal(*s).to(device) * std.view(M, *([1] * len(s)))
         else:
-            params[name] = torch.zeros(M, *s)
+            params[name] = torch.zeros(M, *s, device=device)
     params = {k: v.to(device).requires_grad_(True) for k, v in params.items()}
     leaves = list(params.values())
     # each run's training subset: the first train_fraction of its own shuffle of the pool
     n_pool = len(pool)
-    perms = torch.argsort(torch.rand(M, n_pool, generator=gen), dim=1).to(device)
+    perms = torch.argsort(streams.uniform(n_pool), dim=1).to(device)
     n_train = torch.tensor(np.floor(rec["train_fraction"] * n_pool), dtype=torch.long, device=device)
 
     c = _optimizer_constants(rec["optimizer"], device)
@@ -219,15 +253,21 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None)
     pos = sinusoidal_positions(tok.shape[1], cfg.block.D).to(device)
     keep = set(cfg.checkpoint_steps())
     snaps, accs = [], []
+    loss_tail = torch.zeros(M, device=device)
+    tail_from = cfg.steps - max(1, cfg.steps // 10)
     steps = range(cfg.steps) if progress is None else progress(range(cfg.steps), desc="zoo")
     for t in steps:
-        u = torch.rand(M, cfg.batch, generator=gen).to(device)
-        idx = torch.gather(perms, 1, (u * n_train[:, None]).long())
-        logits = zoo_forward(params, x_pool[idx], cfg.n_blocks, pos, dropout=drop, generator=gen)
+        n_mask = 2 * cfg.n_blocks * cfg.batch * tok.shape[1] * cfg.block.D
+        u = streams.uniform(cfg.batch + n_mask).to(device)
+        idx = torch.gather(perms, 1, (u[:, :cfg.batch] * n_train[:, None]).long())
+        masks = u[:, cfg.batch:].reshape(M, 2 * cfg.n_blocks, cfg.batch, tok.shape[1], cfg.block.D)
+        logits = zoo_forward(params, x_pool[idx], cfg.n_blocks, pos, dropout=drop, masks=masks)
+        per_model = torch.nn.functional.cross_entropy(logits.reshape(-1, 10), y_pool[idx].reshape(-1),
+                                                      reduction="none").reshape(M, -1).mean(1)
         # the sum over models of each model's mean cross-entropy: gradients stay per model
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 10), y_pool[idx].reshape(-1),
-                                                 reduction="sum") / cfg.batch
-        grads = torch.autograd.grad(loss, leaves)
+        grads = torch.autograd.grad(per_model.sum(), leaves)
+        if t >= tail_from:
+            loss_tail += per_model.detach() / (cfg.steps - tail_from)
         k = t + 1
         with torch.no_grad():
             for p, g, (m_buf, v_buf) in zip(leaves, grads, state):
@@ -248,5 +288,37 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None)
             snaps.append({key: torch.stack([snap[f"enc{l}.{key}"] for l in range(cfg.n_blocks)], 1).cpu().clone()
                           for key in KEYS})
     encoder = {key: torch.stack([s[key] for s in snaps]) for key in KEYS}
-    return {"encoder": encoder, "accuracy": torch.stack(accs), "recipes": rec,
-            "steps": sorted(keep), "n_test": n_test}
+    out = {"encoder": encoder, "accuracy": torch.stack(accs), "recipes": rec, "loss": loss_tail.cpu(),
+           "steps": sorted(keep), "n_test": n_test, "runs": runs}
+    if keep_all:
+        out["params"] = {n: v.detach().cpu().clone() for n, v in params.items()}
+    return out
+
+
+def zoo_test_accuracy(params: dict[str, torch.Tensor], cfg: ZooConfig, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Test accuracy ``(n,)`` of zoo models given all their weights ``{name: (n, ...)}`` (e.g.
+    loaded from the committed fp16 zoo), on the zoo's test digits."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+    tok, lab = digits_tokens(cfg.patch)
+    order = torch.randperm(len(lab), generator=gen)
+    test = order[:len(lab) // 3]
+    pos = sinusoidal_positions(tok.shape[1], cfg.block.D).to(device)
+    p = {k: v.to(device=device, dtype=torch.float32) for k, v in params.items()}
+    return zoo_accuracy(p, tok[test].to(device), lab[test].to(device), cfg.n_blocks, pos).cpu()
+
+
+def permute_stream(params: dict[str, torch.Tensor], block: int, perm: torch.Tensor, sign: float = 1.0
+                   ) -> dict[str, torch.Tensor]:
+    """A symmetry of the zoo model outside the paper's group: permute (by ``perm``) and multiply by
+    ``sign`` (+1 or -1) the stream coordinates between encoder block ``block`` and the next one.
+    Block ``block``'s output is ``Y = ... WB + bB``; the next block reads it only through a
+    non-affine LayerNorm, with ``LN(sign * Y P) = sign * LN(Y) P``. So the columns of ``WB`` and
+    ``bB`` are permuted and signed, and the rows of the next block's ``WQ, WK`` permuted (the sign
+    cancels in ``QK``), those of its ``WV`` permuted and signed. ``params``: ``{name: (M, ...)}``."""
+    out = dict(params)
+    a, b = f"enc{block}.", f"enc{block + 1}."
+    out[a + "WB"] = sign * params[a + "WB"][..., perm]
+    out[a + "bB"] = sign * params[a + "bB"][..., perm]
+    for k, s in (("WQ", 1.0), ("WK", 1.0), ("WV", sign)):
+        out[b + k] = s * params[b + k][..., perm, :]
+    return out

@@ -20,18 +20,21 @@ future mIoU on validation sequences (:func:`tune`), and trains each regime's fin
 evaluation seeds with the chosen recipe (:func:`train_final`). ``python -m
 iclr25.occupancy.pretrained seeds 5 6 7 8 9`` makes the stage-1 model (if missing) and both
 regimes' final models of added evaluation seeds only, from the committed tuning, leaving every
-other file as it is. The folder holds about 12 MB (each evaluation seed adds about 0.9 MB: its
+other file as it is. ``... pretrained widen [REGIME [LR ...]]`` tunes the extra learning rates
+:data:`EXT_LRS` into their own file, and ``... pretrained plateau`` runs the stage-1 plateau probe
+:data:`PLATEAU` (both one thread). The folder holds about 12 MB (each evaluation seed adds about 0.9 MB: its
 stage-1 model and two finals; a test bounds the folder).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
 
 import torch
+
+from iclr25.common.digest import file_sha256
 
 from .model import WorldModel
 from .train import Recipe, build_data, finetune, pretrain, scores_of, predict, selection_score
@@ -230,9 +233,98 @@ def _write_tuning(curves: dict, ft: dict = FT, recipe: dict = RECIPE) -> None:
                                   "curves": curves}, indent=1))
 
 
+EXT_LRS = (1e-3, 3e-2)
+"""The learning rates that widen the committed stage-2 grid to four points (``python -m
+iclr25.occupancy.pretrained widen``): each regime is tuned there by the same routine, data, seed,
+validation set and patience rule as on :data:`FT`'s two rates, and the curves go to their own file
+(:data:`TUNING_EXT`), so the committed choice and final models stay valid; the chapter then asks
+whether the chosen rate is an interior optimum of the four."""
+TUNING_EXT = WEIGHTS / "preworld-tuning-ext.json"
+
+
+def widen_grid(lrs: tuple = EXT_LRS, ft: dict = FT, recipe: dict = RECIPE, regimes: tuple = REGIMES) -> None:
+    """Tune ``regimes`` at the extra learning rates ``lrs`` (one thread, denormals flushed, as the
+    committed grid) and write (or update) :data:`TUNING_EXT` after every run."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(ft["threads"])
+    torch.set_flush_denormal(ft["flush_denormal"])
+    try:
+        data, val = _data(VARIANTS["tune"], recipe), _val(ft)
+        for regime in regimes:
+            for lr in lrs:
+                start = time.time()
+                c = tune(regime, lr, ft, data, val)
+                c["seconds"] = time.time() - start
+                j = json.loads(TUNING_EXT.read_text()) if TUNING_EXT.is_file() else {"curves": {}}
+                j["curves"].setdefault(regime, {})[str(lr)] = _compact(c)
+                j.update(ft=_grid(ft), recipe=dict(recipe), start=stage1_sha("tune"))
+                TUNING_EXT.write_text(json.dumps(j, indent=1))
+    finally:
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(prev)
+
+
+def load_tuning_ext(ft: dict = FT, recipe: dict = RECIPE) -> dict:
+    """The committed curves at :data:`EXT_LRS` (same layout as :func:`load_tuning`); refuses a
+    missing or stale file."""
+    if not TUNING_EXT.is_file():
+        raise FileNotFoundError(f"no widened tuning grid at {TUNING_EXT}: make it with `{SCRIPT} widen`")
+    j = json.loads(TUNING_EXT.read_text())
+    if _grid(j["ft"]) != _grid(ft) or j["recipe"] != dict(recipe) or j.get("start") != stage1_sha("tune"):
+        raise RuntimeError(f"{TUNING_EXT} is stale: regenerate it with `{SCRIPT} widen`")
+    return j["curves"]
+
+
+PLATEAU = dict(variant="tune", steps=3200, every=200, n_val=32)
+"""The stage-1 plateau probe (``python -m iclr25.occupancy.pretrained plateau``): the tuning
+variant (no evaluation seed) pre-trained with :data:`RECIPE` but for ``steps`` steps, its stage-1
+loss measured every ``every`` steps on the first ``n_val`` validation sequences of :data:`FT`
+(fixed rays, no gradients). Its first :data:`RECIPE` ``["steps"]`` steps are exactly the committed
+tuning variant's run; the curve tells how far below its 800-step value the validation loss still
+falls."""
+PLATEAU_FILE = WEIGHTS / "preworld-stage1-plateau.json"
+
+
+def stage1_plateau(probe: dict = PLATEAU, recipe: dict = RECIPE, ft: dict = FT) -> dict:
+    """Run the plateau probe on one thread and write :data:`PLATEAU_FILE` (the validation curve, the
+    50-step means of the training loss, the first 100 training losses, seconds)."""
+    from .train import stage1_val_loss
+    torch.set_num_threads(1)
+    v, rig = VARIANTS[probe["variant"]], make_rig()
+    val = build_data(probe["n_val"], ft["val_seed"], rig)
+    torch.manual_seed(v["seed"])
+    model = WorldModel(rig)
+    rec = Recipe(lr=recipe["lr"], steps=probe["steps"], batch=recipe["batch"], rays=recipe["rays"], aux=v["aux"])
+    curve, log, start = {}, [], time.time()
+
+    def on_eval(step, m):
+        curve[str(step)] = stage1_val_loss(m, val, rec, rig, torch.device("cpu"))
+        print(f"  plateau probe step {step}: validation loss {curve[str(step)]:.4f} ({time.time() - start:.0f} s)",
+              flush=True)
+        PLATEAU_FILE.write_text(json.dumps({"probe": probe, "recipe": recipe, "val": curve, "losses": log[:LOSS_HEAD],
+                                            "loss_means": [sum(log[i:i + 50]) / len(log[i:i + 50])
+                                                           for i in range(0, len(log), 50)],
+                                            "seconds": time.time() - start}, indent=1))
+
+    on_eval(0, model)
+    pretrain(model, _data(v, recipe), torch.arange(v["pool"]), rec, rig, v["seed"], torch.device("cpu"), log,
+             callback=(on_eval, probe["every"]))
+    return json.loads(PLATEAU_FILE.read_text())
+
+
+def load_plateau(probe: dict = PLATEAU, recipe: dict = RECIPE) -> dict:
+    """The committed plateau probe; refuses a missing or stale file naming the script."""
+    if not PLATEAU_FILE.is_file():
+        raise FileNotFoundError(f"no stage-1 plateau probe at {PLATEAU_FILE}: make it with `{SCRIPT} plateau`")
+    j = json.loads(PLATEAU_FILE.read_text())
+    if j["probe"] != dict(probe) or j["recipe"] != dict(recipe):
+        raise RuntimeError(f"{PLATEAU_FILE} is stale: regenerate it with `{SCRIPT} plateau`")
+    return j
+
+
 def stage1_sha(name: str) -> str:
     """sha256 of the committed stage-1 file ``name`` (what a PreWorld fine-tuning started from)."""
-    return hashlib.sha256((WEIGHTS / f"preworld-{name}.pt").read_bytes()).hexdigest()
+    return file_sha256(WEIGHTS / f"preworld-{name}.pt")
 
 
 def _jsonable(ft: dict) -> dict:
@@ -342,6 +434,10 @@ if __name__ == "__main__":
         make_finetuned()
     elif args[0] in ("finetuned", "tune", "final"):
         make_finetuned(what={"finetuned": "all"}.get(args[0], args[0]))
+    elif args[0] == "plateau":
+        stage1_plateau()
+    elif args[0] == "widen":                       # the two extra learning rates: widen REGIME [LR ...]
+        widen_grid(tuple(map(float, args[2:])) or EXT_LRS, regimes=(args[1],) if len(args) > 1 else REGIMES)
     elif args[0] == "seeds":                       # added evaluation seeds: stage 1 and both regimes' finals, seed by seed
         for k in map(int, args[1:]):
             if not (WEIGHTS / f"preworld-main-s{k}.pt").is_file():

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from .metrics import binary_iou_from_confusion, miou_from_confusion, occ_confusion
 from .model import WorldModel
 from .render import enet_weights, gather_fields, render_losses, volume_render
-from .world import (CURRENT, FRAMES, FREE, GRID, HORIZON, N_CLASSES, PEDESTRIAN, Rig, camera_images,
+from .world import (CAR, CURRENT, FRAMES, FREE, GRID, HORIZON, N_CLASSES, PEDESTRIAN, Rig, camera_images,
                     flat_index, lidar_labels, make_sequences, raycast, visible_mask)
 
 AUX = (-2, -1, 0, 1, 2)       # frames whose rays supervise the current features in pre-training
@@ -40,6 +40,11 @@ def build_data(n: int, seed: int, rig: Rig) -> dict:
         i = torch.div(hit, Y * Z, rounding_mode="floor") + shift[:, t:t + 1]
         aux_ok[:, t] = d["mask"][:, t] & (hit < X * Y * Z) & (i >= 0) & (i < X)
     d["aux_mask"] = aux_ok
+    # the same without the aux rays whose 2D label is a mover (car, pedestrian): a LiDAR-label mask,
+    # which knows only the hit's class; the current frame's own rays are all kept
+    mover = (d["sem"] == CAR) | (d["sem"] == PEDESTRIAN)
+    mover[:, CURRENT] = False
+    d["aux_static"] = aux_ok & ~mover
     return d
 
 
@@ -52,6 +57,7 @@ class Recipe:
     batch: int = 4
     weight_decay: float = 1e-2
     aux: bool = True            # pre-training: rays of the aux frames too (temporal supervision)
+    mask_movers: bool = False   # pre-training: drop the aux frames' rays whose 2D label is a car or pedestrian
     rays: int = 40              # pre-training: labelled rays rendered per sample and frame
     evals: tuple = ()           # steps at which to validate (the best state is kept)
     horizon: int = HORIZON
@@ -101,50 +107,75 @@ def class_weights_2d(d: dict, idx: torch.Tensor) -> torch.Tensor:
 
 
 def pretrain(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, rig: Rig, seed: int,
-             device: torch.device, log: list | None = None) -> WorldModel:
+             device: torch.device, log: list | None = None, callback: tuple | None = None) -> WorldModel:
     """Stage 1: rendering losses only (depth, semantics, colour) on the current features (rays of
     the aux frames too when ``rec.aux``, subsampled to as many rays as the current frame alone
     has) and on each forecast frame (its own rays), plus the waypoint L2 loss. The occupancy head
     is not trained (as in the paper's code, where its loss is multiplied by 0). A step whose loss is
-    not finite is skipped (and logged as NaN); the committed variants have none."""
+    not finite is skipped (and logged as NaN); the committed variants have none. ``callback = (fn,
+    every)`` calls ``fn(step, model)`` after every ``every`` steps (it draws no random numbers from
+    the run's generator, so the run is the same with or without it)."""
     g = torch.Generator().manual_seed(seed)
     render = Renderer(rig, device)
     wsem = class_weights_2d(d, idx).to(device)
     params = [p for n, p in model.named_parameters() if not n.startswith("occ.")]
     opt = torch.optim.AdamW(params, lr=rec.lr, weight_decay=rec.weight_decay)
-    keys = ("images", "state", "traj", "depth", "sem", "rgb", "mask", "aux_mask", "shift")
-    aux_t = [FRAMES.index(a) for a in AUX] if rec.aux else [CURRENT]
     model.train()
     for step in range(rec.steps):
         bi = idx[torch.randint(len(idx), (rec.batch,), generator=g)]
-        b = _batch(d, bi, device, keys)
-        vols, wp = model(b["images"], b["state"], rec.horizon)
-        losses = []
-
-        def frame_loss(attrs, t, shift, mask, n):
-            rays, ok = sample_rays(mask, n, g)
-            out = render(attrs, shift, rays)
-            pick = lambda x: x.gather(1, rays) if x.dim() == 2 else x.gather(1, rays[..., None].expand(-1, -1, x.shape[-1]))
-            return sum(render_losses(out, pick(b["depth"][:, t]), pick(b["sem"][:, t]), pick(b["rgb"][:, t]),
-                                     ok, wsem).values())
-
-        # the current features: rec.rays rays per sample, spread over the aux frames (same total)
-        attrs0 = model.attr(vols[0])
-        per = max(1, rec.rays // len(aux_t))
-        losses.append(torch.stack([frame_loss(attrs0, t, b["shift"][:, t], b["aux_mask"][:, t], per)
-                                   for t in aux_t]).mean())
-        for f in range(1, rec.horizon + 1):
-            t = CURRENT + f
-            losses.append(frame_loss(model.attr(vols[f]), t, torch.zeros_like(b["shift"][:, t]), b["mask"][:, t], rec.rays))
-        loss = torch.stack(losses).mean() + ((wp - b["traj"]) ** 2).sum(-1).mean()
+        loss = stage1_loss(model, d, bi, rec, render, wsem, g, device)
         if log is not None:
             log.append(float(loss.detach()))
-        if not torch.isfinite(loss):        # a rare overflow: skip the step (logged as NaN)
-            continue
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if torch.isfinite(loss):            # a rare overflow: skip the step (logged as NaN)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        if callback is not None and (step + 1) % callback[1] == 0:
+            callback[0](step + 1, model)
     return model
+
+
+def stage1_loss(model: WorldModel, d: dict, bi: torch.Tensor, rec: Recipe, render: Renderer, wsem: torch.Tensor,
+                g: torch.Generator, device: torch.device) -> torch.Tensor:
+    """The stage-1 loss of the sequences ``bi`` of ``d`` (rays drawn with ``g``): rendering losses of
+    the current features against the aux frames' (or the current frame's) rays, of each forecast
+    volume against its own frame's rays, and the waypoint L2 loss."""
+    aux_key = "aux_static" if rec.mask_movers else "aux_mask"
+    keys = ("images", "state", "traj", "depth", "sem", "rgb", "mask", aux_key, "shift")
+    aux_t = [FRAMES.index(a) for a in AUX] if rec.aux else [CURRENT]
+    b = _batch(d, bi, device, keys)
+    vols, wp = model(b["images"], b["state"], rec.horizon)
+    losses = []
+
+    def frame_loss(attrs, t, shift, mask, n):
+        rays, ok = sample_rays(mask, n, g)
+        out = render(attrs, shift, rays)
+        pick = lambda x: x.gather(1, rays) if x.dim() == 2 else x.gather(1, rays[..., None].expand(-1, -1, x.shape[-1]))
+        return sum(render_losses(out, pick(b["depth"][:, t]), pick(b["sem"][:, t]), pick(b["rgb"][:, t]),
+                                 ok, wsem).values())
+
+    # the current features: rec.rays rays per sample, spread over the aux frames (same total)
+    attrs0 = model.attr(vols[0])
+    per = max(1, rec.rays // len(aux_t))
+    losses.append(torch.stack([frame_loss(attrs0, t, b["shift"][:, t], b[aux_key][:, t], per)
+                               for t in aux_t]).mean())
+    for f in range(1, rec.horizon + 1):
+        t = CURRENT + f
+        losses.append(frame_loss(model.attr(vols[f]), t, torch.zeros_like(b["shift"][:, t]), b["mask"][:, t], rec.rays))
+    return torch.stack(losses).mean() + ((wp - b["traj"]) ** 2).sum(-1).mean()
+
+
+def stage1_val_loss(model: WorldModel, d: dict, rec: Recipe, rig: Rig, device: torch.device, seed: int = 0,
+                    batch: int = 8) -> float:
+    """Mean stage-1 loss on every sequence of ``d`` (validation: rays drawn with a fixed seed, class
+    weights of ``d``'s own 2D labels), without gradients; leaves the model in train mode."""
+    g = torch.Generator().manual_seed(seed)
+    render, idx = Renderer(rig, device), torch.arange(len(d["occ"]))
+    wsem = class_weights_2d(d, idx).to(device)
+    with torch.no_grad():
+        vals = [float(stage1_loss(model, d, idx[i:i + batch], rec, render, wsem, g, device)) * len(idx[i:i + batch])
+                for i in range(0, len(idx), batch)]
+    return sum(vals) / len(idx)
 
 
 def occ_loss(logits: list, occ: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -216,9 +247,12 @@ def predict(model: WorldModel, d: dict, device: torch.device, chunk: int = 64, m
     return torch.cat(preds), torch.cat(wps)
 
 
-def ego_copy(pred_now: torch.Tensor, speed: torch.Tensor, steps: int = HORIZON) -> torch.Tensor:
+def ego_copy(pred_now: torch.Tensor, speed: torch.Tensor, steps: int = HORIZON, fill: str = "free") -> torch.Tensor:
     """The ego-compensated copy: the current prediction (N, X, Y, Z) shifted by the known ego
-    displacement ``speed * f`` voxels (x) for f = 1..steps; voxels entering the view are free."""
+    displacement ``speed * f`` voxels (x) for f = 1..steps; the voxels entering the view are free
+    (``fill="free"``) or copies of the last predicted x column (``fill="last"``: road, sidewalks and
+    grass run along x, so this is the stronger non-learned forecast)."""
+    assert fill in ("free", "last"), fill
     out = []
     for f in range(1, steps + 1):
         frame = torch.zeros_like(pred_now)
@@ -226,6 +260,8 @@ def ego_copy(pred_now: torch.Tensor, speed: torch.Tensor, steps: int = HORIZON) 
             sel = speed == v
             s = int(v) * f
             frame[sel, :GRID[0] - s] = pred_now[sel, s:]
+            if fill == "last" and s > 0:
+                frame[sel, GRID[0] - s:] = pred_now[sel, -1:]
         out.append(frame)
     return torch.stack(out, 1)
 

@@ -12,6 +12,8 @@ Every optimiser counts per-sample gradient evaluations (a loss comes free with a
 same point: for a linear model both cost one inner product), and records the *unsmoothed*
 objective ``F(w)`` about once per pass over the data (the monitoring itself is not counted).
 All linear-model gradients are ``phi'(x_i @ w) x_i``, so tables store the scalars ``phi'``.
+The per-sample loops of SOREL and LSVRG (SVRG epochs) and of Prospect are compiled with numba
+(plain IEEE arithmetic, no fastmath); SaddleSAGA and SGD run in numpy.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from scipy.optimize import isotonic_regression
 
 from .problems import LinearProblem
 from .spectral import coarsen_spectrum, project_permutahedron, smoothed_weights, vertex_weights
+
+try:  # numba compiles the scalar inner loops; without it they run as (slow) plain Python
+    import numba
+except ImportError:  # pragma: no cover - numba is a dependency of the package
+    numba = None
 
 METHODS = ("sorel", "lsvrg", "prospect", "saddle_saga", "sgd")
 
@@ -110,31 +117,154 @@ def _project_warm(v: np.ndarray, order: np.ndarray,
     return lam, order
 
 
-def _svrg_epoch(X: np.ndarray, w: np.ndarray, lam_n: np.ndarray, d_snap: list[float],
-                dphi: Callable[[float, int], float], lr: float, shrink: float, shift: np.ndarray,
-                idx: list[int]) -> np.ndarray:
+def _njit(fn: Callable) -> Callable:
+    """Compile ``fn`` with numba (no fastmath: IEEE arithmetic in program order; cached on disk),
+    or leave it as plain Python if numba is missing."""
+    if numba is None:  # pragma: no cover
+        return fn
+    return numba.njit(cache=True, nogil=True)(fn)
+
+
+@_njit
+def _dphi_nb(z, yi, logistic):  # pragma: no cover - compiled
+    """``phi'(z)`` of one sample: ``z - y`` (squared) or ``-y / (1 + exp(y z))`` (logistic)."""
+    if not logistic:
+        return z - yi
+    m = yi * z
+    if m > 0:
+        e = math.exp(-m)
+        return -yi * e / (1.0 + e)
+    return -yi / (1.0 + math.exp(m))
+
+
+@_njit
+def _phi_nb(z, yi, logistic):  # pragma: no cover - compiled
+    """``phi(z)`` of one sample: ``(z - y)^2 / 2`` or ``log(1 + exp(-y z))`` (overflow-safe)."""
+    if not logistic:
+        return 0.5 * (z - yi) * (z - yi)
+    m = yi * z
+    if m > 0:
+        return math.log1p(math.exp(-m))
+    return -m + math.log1p(math.exp(m))
+
+
+@_njit
+def _svrg_kernel(X, y, logistic, w, lam_n, d_snap, lr, shrink, shift, idx):  # pragma: no cover
+    """In place: ``w <- shrink w - lr n lam_i (phi'_i(w) - phi'_i(w~)) x_i - shift`` for i in idx."""
+    d = X.shape[1]
+    for t in range(idx.shape[0]):
+        i = idx[t]
+        z = 0.0
+        for a in range(d):
+            z += X[i, a] * w[a]
+        c = lr * lam_n[i] * (_dphi_nb(z, y[i], logistic) - d_snap[i])
+        for a in range(d):
+            w[a] = shrink * w[a] - c * X[i, a] - shift[a]
+
+
+@_njit
+def _pav_project(vals, sigma, lam_sorted, blk_sum, blk_cnt):  # pragma: no cover - compiled
+    """``lam_sorted = vals - z``, z the isotonic (nondecreasing) regression of ``vals - sigma``
+    (``vals`` ascending), by pool-adjacent-violators on blocks (sums and counts; O(n))."""
+    n = vals.shape[0]
+    top = -1
+    for k in range(n):
+        top += 1
+        blk_sum[top] = vals[k] - sigma[k]
+        blk_cnt[top] = 1
+        while top > 0 and blk_sum[top - 1] * blk_cnt[top] > blk_sum[top] * blk_cnt[top - 1]:
+            blk_sum[top - 1] += blk_sum[top]
+            blk_cnt[top - 1] += blk_cnt[top]
+            top -= 1
+    k = 0
+    for b in range(top + 1):
+        m = blk_sum[b] / blk_cnt[b]
+        for _ in range(blk_cnt[b]):
+            lam_sorted[k] = vals[k] - m
+            k += 1
+
+
+@_njit
+def _prospect_kernel(X, y, logistic, sigma, nu, lr, mu, idx, w, losses, gtab, lam, lam_tab, gbar,
+                     order, pos):  # pragma: no cover - compiled
+    """Prospect steps for the indices ``idx``, in place on its state (see :func:`prospect`).
+
+    ``order`` sorts ``losses`` ascending and ``pos`` is its inverse; after a loss changes, its entry
+    moves to its new rank by adjacent swaps (the reference code's bubble update), and
+    ``lam = Proj_Pi(1/n + losses / (n nu))`` is recomputed by one PAV pass in that order."""
+    n, d = X.shape
+    scale = 1.0 / (1.0 + lr * mu)
+    inv_n, nn = 1.0 / n, n * nu
+    vals = np.empty(n)
+    lam_sorted = np.empty(n)
+    blk_sum = np.empty(n)
+    blk_cnt = np.empty(n, dtype=np.int64)
+    for t in range(idx.shape[0]):
+        i = idx[t]
+        zi = 0.0
+        for a in range(d):
+            zi += X[i, a] * w[a]
+        gi = _dphi_nb(zi, y[i], logistic)
+        cur = lam[i]
+        delta = cur * gi - lam_tab[i] * gtab[i]
+        c = n * delta
+        for a in range(d):
+            w[a] = scale * (w[a] - lr * (c * X[i, a] + gbar[a]))
+        losses[i] = _phi_nb(zi, y[i], logistic)
+        p = pos[i]                                   # move i to its new rank in the sorted order
+        while p > 0 and losses[order[p - 1]] > losses[i]:
+            order[p] = order[p - 1]
+            pos[order[p]] = p
+            p -= 1
+        while p < n - 1 and losses[order[p + 1]] < losses[i]:
+            order[p] = order[p + 1]
+            pos[order[p]] = p
+            p += 1
+        order[p] = i
+        pos[i] = p
+        for k in range(n):
+            vals[k] = inv_n + losses[order[k]] / nn
+        _pav_project(vals, sigma, lam_sorted, blk_sum, blk_cnt)
+        for k in range(n):
+            lam[order[k]] = lam_sorted[k]
+        for a in range(d):
+            gbar[a] += delta * X[i, a]
+        lam_tab[i] = cur
+        gtab[i] = gi
+
+
+def _svrg_epoch(problem: LinearProblem, w: np.ndarray, lam_n: np.ndarray, d_snap: np.ndarray,
+                lr: float, shrink: float, shift: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """SVRG inner steps ``w <- shrink * w - lr * n lam_i (phi'_i(w) - phi'_i(w~)) x_i - shift``.
 
-    ``shift = lr * (snapshot gradient + any constant prox term)``; ``lam_n = n * lam`` (a list).
-    """
-    for i in idx:
-        xi = X[i]
-        c = lam_n[i] * (dphi(float(xi @ w), i) - d_snap[i])
-        w = shrink * w - (lr * c) * xi - shift
+    ``shift = lr * (snapshot gradient + any constant prox term)``; ``lam_n = n * lam``. Returns the
+    new ``w`` (compiled loop: :func:`_svrg_kernel`)."""
+    w = np.array(w, dtype=float)
+    _svrg_kernel(problem.X, problem.y.astype(float), problem.loss == "logistic", w,
+                 np.ascontiguousarray(lam_n, dtype=float), np.ascontiguousarray(d_snap, dtype=float),
+                 float(lr), float(shrink), np.ascontiguousarray(shift, dtype=float),
+                 np.ascontiguousarray(idx, dtype=np.int64))
     return w
 
 
 def sorel(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float, seed: int = 0,
-          c_dual: float = 0.1, c_prox: float = 20.0) -> Trace:
+          c_dual: float = 0.1, c_prox: float = 20.0, prox: bool = True, extrapolate: bool = True,
+          growing_dual: bool = True) -> Trace:
     """SOREL (Ge & Jiang 2025, Alg. 1 with the schedule of its code), one SVRG epoch per outer step.
 
     Outer step k (w_k current, w_{k-1} previous):
       ``v = l(w_k) + theta_k (l(w_k) - l(w_{k-1}))``, ``lam_{k+1} = Proj_Pi(lam_k + tau_k v)``;
       ``w_{k+1} ~ argmin_w lam_{k+1} @ l(w) + mu/2 ||w||^2 + ||w - w_k||^2 / (2 eta_k)`` by n SVRG steps
       of size ``lr`` from ``w_k`` (snapshot ``w_k``);
-      ``theta = k/(k+1)``, ``tau = c_dual (k+1)/n``, ``eta = c_prox n/(k+1)`` (k counts outer steps).
+      ``theta = k/(k+1)``, ``tau = c_dual (k+1)/n``, ``eta = c_prox n/(k+1)`` (k counts outer steps;
+      as in the official code the step k uses the eta updated to ``eta_{k+1}`` before the primal solve).
 
-    Cost: n evaluations (losses and snapshot gradients at w_k) + 2n (inner steps) per outer step.
+    Cost: n evaluations (losses and snapshot gradients at w_k) + 2n (inner steps) per outer step. The
+    losses at w_0 that give lam_0 serve the first outer step (w is still w_0), so the count starts at 0
+    as for LSVRG.
+
+    Ablations (controls; the defaults are SOREL): ``prox=False`` drops the proximal term (1/eta = 0),
+    ``extrapolate=False`` sets theta = 0, ``growing_dual=False`` keeps tau = c_dual / n constant.
 
     Parameters
     ----------
@@ -142,28 +272,32 @@ def sorel(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float
     gradient evaluations / n. seed : sampling seed. c_dual, c_prox : the dual and prox constants.
     """
     X, n, mu = problem.X, problem.n, problem.mu
-    phi, dphi = _scalar_fns(problem)
     rng = np.random.default_rng(seed)
     trace, clock = Trace(), _Clock()
     w = np.zeros(problem.d)
     z = X @ w
     losses_prev = problem.phi(z)
     lam = vertex_weights(losses_prev, sigma)  # lam_0: sigma in the loss order at w_0
-    evals, budget = n, passes * n
+    evals, budget = 0, passes * n             # those losses are the first outer step's (counted there)
     theta, tau, eta, k = 0.0, c_dual / n, c_prox * n, 0
     trace.record(evals, problem, w, sigma, clock.pause())
     while evals + 3 * n <= budget:
         clock.resume()
-        z = X @ w
-        losses = problem.phi(z)
+        if k > 0:
+            z = X @ w
+            losses = problem.phi(z)
+        else:
+            losses = losses_prev
         lam = project_permutahedron(lam + tau * (losses + theta * (losses - losses_prev)), sigma)
         losses_prev = losses
         k += 1
-        theta, tau, eta = k / (k + 1), c_dual * (k + 1) / n, c_prox * n / (k + 1)
+        theta = k / (k + 1) if extrapolate else 0.0
+        tau = c_dual * (k + 1) / n if growing_dual else c_dual / n
+        inv_eta = (k + 1) / (c_prox * n) if prox else 0.0
         d_snap = problem.dphi(z)
-        shift = lr * (X.T @ (lam * d_snap) - w / eta)  # snapshot gradient and the prox centre w_k
-        w = _svrg_epoch(X, w, (n * lam).tolist(), d_snap.tolist(), dphi, lr,
-                        1.0 - lr * (mu + 1.0 / eta), shift, rng.integers(n, size=n).tolist())
+        shift = lr * (X.T @ (lam * d_snap) - w * inv_eta)  # snapshot gradient and the prox centre w_k
+        w = _svrg_epoch(problem, w, n * lam, d_snap, lr, 1.0 - lr * (mu + inv_eta), shift,
+                        rng.integers(n, size=n))
         evals += 3 * n
         trace.record(evals, problem, w, sigma, clock.pause())
         if trace.diverged:
@@ -180,7 +314,6 @@ def lsvrg(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float
     ``w <- w - lr (n lam_i (grad l_i(w) - grad l_i(w~)) + sum_j lam_j grad l_j(w~) + mu w)``. 3n evals.
     """
     X, n, mu = problem.X, problem.n, problem.mu
-    phi, dphi = _scalar_fns(problem)
     rng = np.random.default_rng(seed)
     trace, clock = Trace(), _Clock()
     w, lam = np.zeros(problem.d), None
@@ -192,8 +325,7 @@ def lsvrg(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float
         lam = smoothed_weights(problem.phi(z), sigma, nu)
         d_snap = problem.dphi(z)
         shift = lr * (X.T @ (lam * d_snap))
-        w = _svrg_epoch(X, w, (n * lam).tolist(), d_snap.tolist(), dphi, lr, 1.0 - lr * mu, shift,
-                        rng.integers(n, size=n).tolist())
+        w = _svrg_epoch(problem, w, n * lam, d_snap, lr, 1.0 - lr * mu, shift, rng.integers(n, size=n))
         evals += 3 * n
         trace.record(evals, problem, w, sigma, clock.pause())
         if trace.diverged:
@@ -209,15 +341,20 @@ def _saga_tables(problem: LinearProblem, w: np.ndarray) -> tuple[np.ndarray, np.
 
 def prospect(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float, nu: float,
              seed: int = 0) -> Trace:
-    """Prospect (Mehta, Roulet, Pillutla & Harchaoui, ICLR 2024), as in its code.
+    """Prospect (Mehta, Roulet, Pillutla & Harchaoui, ICLR 2024), with one index per step.
 
     Tables: losses ``l``, gradient scalars ``g``, weights ``lam_tab``; ``lam = lam*_nu(l)`` from the
-    loss table. Step: draw i, ``v = n lam_i grad l_i(w) - n lam_tab_i g_i x_i + sum_j lam_tab_j g_j x_j``,
-    ``w <- (w - lr v) / (1 + lr mu)`` (prox of the l2 term); then refresh ``l_i``, recompute ``lam``
-    (a PAV projection), and replace table entry i by (``grad l_i(w_old)``, old ``lam_i``).
+    loss table (needs ``nu > 0``). Step: draw i, ``v = n lam_i grad l_i(w) - n lam_tab_i g_i x_i +
+    sum_j lam_tab_j g_j x_j``, ``w <- (w - lr v) / (1 + lr mu)`` (prox of the l2 term); then refresh
+    ``l_i`` with its loss at the pre-step iterate, recompute ``lam`` (a PAV projection in the
+    maintained loss order), and replace table entry i by (``grad l_i(w_old)``, old ``lam_i``).
+    The reference code draws a second, independent index j for the loss refresh, evaluated at the
+    new iterate; here one index serves both (one evaluation per step). Compiled steps:
+    :func:`_prospect_kernel`.
     """
-    X, n, mu = problem.X, problem.n, problem.mu
-    phi, dphi = _scalar_fns(problem)
+    if nu <= 0:
+        raise ValueError(f"Prospect needs a positive shift cost nu, got {nu}")
+    X, n = problem.X, problem.n
     rng = np.random.default_rng(seed)
     trace, clock = Trace(), _Clock()
     w = np.zeros(problem.d)
@@ -227,27 +364,20 @@ def prospect(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: fl
     gbar = X.T @ (lam_tab * gtab)
     evals, budget = n, passes * n
     trace.record(evals, problem, w, sigma, clock.pause())
-    scale = 1.0 / (1.0 + lr * mu)
-    nn, inv_n = n * nu, 1.0 / n
-    order = np.argsort(losses, kind="stable")
-    for t, i in enumerate(rng.integers(n, size=int(budget - evals)).tolist()):
-        if t and t % n == 0:
-            trace.record(evals, problem, w, sigma, clock.pause())
-            if trace.diverged:
-                break
-            clock.resume()
-        xi = X[i]
-        zi = float(xi @ w)
-        gi = dphi(zi, i)
-        cur = lam[i]
-        c = n * (cur * gi - lam_tab[i] * gtab[i])
-        w = scale * (w - lr * (c * xi + gbar))
-        losses[i] = phi(zi, i)
-        lam, order = _project_warm(inv_n + losses / nn, order, sigma)
-        gbar += (cur * gi - lam_tab[i] * gtab[i]) * xi
-        lam_tab[i], gtab[i] = cur, gi
-        evals += 1
-    trace.record(evals, problem, w, sigma, clock.pause())
+    order = np.argsort(losses, kind="stable").astype(np.int64)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    y, logistic, sig = problem.y.astype(float), problem.loss == "logistic", np.asarray(sigma, dtype=float)
+    idx = rng.integers(n, size=int(budget - evals)).astype(np.int64)
+    for start in range(0, len(idx), n):            # one pass between records
+        clock.resume()
+        chunk = idx[start:start + n]
+        _prospect_kernel(X, y, logistic, sig, float(nu), float(lr), float(problem.mu), chunk, w, losses,
+                         gtab, lam, lam_tab, gbar, order, pos)
+        evals += len(chunk)
+        trace.record(evals, problem, w, sigma, clock.pause())
+        if trace.diverged:
+            break
     trace.w, trace.lam = w, lam
     return trace
 
@@ -299,10 +429,12 @@ def saddle_saga(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes:
 
 
 def spectral_sgd(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes: float,
-                 batch: int = 32, seed: int = 0) -> Trace:
+                 batch: int = 32, seed: int = 0, decay: bool = False) -> Trace:
     """Minibatch SGD: the spectrum of a batch of b losses (:func:`coarsen_spectrum`) applied to the
-    sorted minibatch losses, ``w <- w - lr (sum_j sigma^b_(j) grad l_j(w) + mu w)`` (a biased
-    estimate of a subgradient of ``F``). Batches without replacement, reshuffled every epoch."""
+    sorted minibatch losses, ``w <- w - lr_t (sum_j sigma^b_(j) grad l_j(w) + mu w)`` (a biased
+    estimate of a subgradient of ``F``). Batches without replacement, reshuffled every epoch.
+    ``lr_t = lr`` (constant, as in the reference code) or, with ``decay``, ``lr / sqrt(1 + e)``
+    with ``e`` the passes over the data done so far (gradient evaluations / n)."""
     X, n, mu = problem.X, problem.n, problem.mu
     rng = np.random.default_rng(seed)
     trace, clock = Trace(), _Clock()
@@ -319,7 +451,8 @@ def spectral_sgd(problem: LinearProblem, sigma: np.ndarray, *, lr: float, passes
             B = perm[start:start + batch]
             z = X[B] @ w
             weights = vertex_weights(problem.phi(z, B), sigma_b)
-            w = w - lr * (X[B].T @ (weights * problem.dphi(z, B)) + mu * w)
+            step = lr / math.sqrt(1.0 + evals / n) if decay else lr
+            w = w - step * (X[B].T @ (weights * problem.dphi(z, B)) + mu * w)
             evals += batch
             if evals >= next_record:
                 trace.record(evals, problem, w, sigma, clock.pause())

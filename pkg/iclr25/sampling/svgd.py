@@ -32,6 +32,27 @@ def svgd_step(X: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float) -> Tenso
     return X + eta * svgd_direction(X, scores(score_fn, X), kernel)
 
 
+def svgd_jacobian_rbf_std_normal(X: Tensor, h: float) -> Tensor:
+    """Jacobian ``(B, N d, N d)`` of the stacked SVGD velocities ``Phi(X)`` for ``pi = N(0, I)`` (score
+    ``-x``) and the RBF kernel of width ``h``, at particle sets ``X (B, N, d)``, in closed form.
+
+    With ``delta = x_j - x_i``, ``k = k(x_j, x_i)`` and ``g = -x_j - delta / h^2`` (particle j's term in
+    ``N phi_i``), the block ``d phi_i / d x_m`` is ``(1/N) [k_mi (-g delta^T / h^2 - (1 + 1/h^2) I)]`` for the
+    j = m term, plus ``(1/N) sum_j k_ji (g delta^T / h^2 + I / h^2)`` on the diagonal block (m = i)."""
+    if X.dim() != 3:
+        raise ValueError(f"expected particle sets (B, N, d), got shape {tuple(X.shape)}")
+    B, N, d = X.shape
+    D = X.unsqueeze(-3) - X.unsqueeze(-2)                       # D[b, i, j] = x_j - x_i
+    K = torch.exp(-(D * D).sum(-1) / (2.0 * h**2))              # k(x_j, x_i)
+    G = -X.unsqueeze(-3) - D / h**2                             # -x_j - (x_j - x_i) / h^2
+    outer = G.unsqueeze(-1) * D.unsqueeze(-2) / h**2            # g delta^T / h^2
+    eye = torch.eye(d, dtype=X.dtype, device=X.device)
+    J = -K[..., None, None] * (outer + (1.0 + 1.0 / h**2) * eye)  # d/dx_j of particle j's term on i
+    idx = torch.arange(N, device=X.device)
+    J[:, idx, idx] += (K[..., None, None] * (outer + eye / h**2)).sum(-3)   # d/dx_i of every term on i
+    return (J / N).permute(0, 1, 3, 2, 4).reshape(B, N * d, N * d)
+
+
 def _check_run(eta: float, n_steps: int, record_every: int) -> None:
     if not (eta > 0 and math.isfinite(eta)):
         raise ValueError(f"step size eta must be a positive finite number, got {eta}")
@@ -62,7 +83,7 @@ def svgd(X0: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float, n_steps: int
             X = X + (eta / n) * drive
         elif record:
             trace.append(ksd_from_scores(X, S, kernel))
-        else:
+        elif t < n_steps:  # at t = n_steps only the KSD may be recorded: no step beyond n_steps
             X = X + eta * svgd_direction(X, S, kernel)
     return X, torch.stack(trace)
 

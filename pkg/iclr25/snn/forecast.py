@@ -168,10 +168,11 @@ def predict(model: nn.Module, X: Tensor, batch_size: int = 1024, missing: float 
 
 
 def fit(model: nn.Module, X: Tensor, Y: Tensor, X_val: Tensor, Y_val: Tensor, *, lr: float, epochs: int,
-        batch_size: int, seed: int, missing: float = 0.0, after_epoch: Callable[[nn.Module], None] | None = None
-        ) -> FitResult:
+        batch_size: int, seed: int, missing: float = 0.0, after_epoch: Callable[[nn.Module], None] | None = None,
+        patience: int | None = None) -> FitResult:
     """Train with Adam on the MSE of the forecasts (data scale), keep the weights of the best epoch on
-    the validation MSE (early stopping without a patience: every epoch is run).
+    the validation MSE. ``patience=None`` runs every epoch; otherwise training stops once the
+    validation MSE has not improved for ``patience`` epochs (at most ``epochs`` in all).
 
     ``X`` ``(N, L, C)``, ``Y`` ``(N, horizon, C)`` on the model's device. Shuffling and missing-input
     masks come from a generator seeded with ``seed``; validation masks from ``seed + 1``.
@@ -197,6 +198,8 @@ def fit(model: nn.Module, X: Tensor, Y: Tensor, X_val: Tensor, Y_val: Tensor, *,
         result.val_mse.append(val if np.isfinite(val) else float("inf"))
         if result.val_mse[-1] <= min(result.val_mse):
             result.best_epoch, best_state = epoch, copy.deepcopy(model.state_dict())
+        if patience is not None and epoch - result.best_epoch >= patience:
+            break
     if best_state is not None:
         model.load_state_dict(best_state)
     return result

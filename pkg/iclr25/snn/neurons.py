@@ -92,18 +92,27 @@ class LIF(Neuron):
 
     ``U[t] = beta U[t-1] + I[t] - theta S[t-1]``, ``S[t] = H(U[t] - theta)``, the reset term
     detached from the graph (snnTorch's default). ``beta = 0.99``, ``theta = 1`` in SeqSNN.
+
+    Reset convention: snnTorch subtracts the previous spike *undecayed*. TS-LIF, TC-LIF and
+    :class:`GainLIF` instead subtract the reset from the membrane right after the spike, so it is
+    decayed with the membrane at the next step: ``U[t] = beta (U[t-1] - theta S[t-1]) + I[t]``.
+    ``reset_decays=True`` selects that convention (then a :class:`GainLIF` with ``gamma = 1`` and
+    ``kappa = 1`` is exactly this LIF); the two agree only at ``beta = 1``.
     """
 
-    def __init__(self, beta: float = 0.99, theta: float = 1.0) -> None:
+    def __init__(self, beta: float = 0.99, theta: float = 1.0, reset_decays: bool = False) -> None:
         super().__init__()
-        self.beta, self.theta = beta, theta
+        self.beta, self.theta, self.reset_decays = beta, theta, reset_decays
 
     def init_state(self, like: Tensor) -> State:
         return torch.zeros_like(like), torch.zeros_like(like)          # U, S of the previous step
 
     def step(self, drive: State, state: State) -> tuple[State, State, State]:
         u, s_prev = state
-        u = torch.add(drive[0], u, alpha=self.beta).sub_(s_prev.detach(), alpha=self.theta)
+        if self.reset_decays:
+            u = torch.add(drive[0], u.sub(s_prev.detach(), alpha=self.theta), alpha=self.beta)
+        else:
+            u = torch.add(drive[0], u, alpha=self.beta).sub_(s_prev.detach(), alpha=self.theta)
         s = atan_spike(u, self.theta)
         return (u, s), (s,), (u,)
 
@@ -146,14 +155,24 @@ class TCLIF(Neuron):
     ``U_s[t] = U_s[t-1] + beta_2 U_d[t] - theta S[t-1]``, ``S[t] = H(U_s[t] - theta)``, with
     learned ``beta_1 = -sigmoid(c_1)``, ``beta_2 = sigmoid(c_2)`` (``-0.5, 0.5`` at initialisation)
     and ``gamma = 0.5``.
+
+    ``hidden=None`` gives the original readout, the somatic spike train (one bit per neuron). With
+    ``hidden`` set, the readout is TS-LIF's: ``kappa_s S[t] + kappa_d H(U_d[t] - theta)``, learned
+    per-neuron weights (``randn`` init) on the somatic spikes and on the dendrite's threshold
+    crossings, which are read out only (they do not reset or otherwise change the dynamics). Both
+    neurons then hand the next layer the same number of bits.
     """
 
     compartments = ("dendrite", "soma")
 
-    def __init__(self, gamma: float = 0.5, theta: float = 1.0) -> None:
+    def __init__(self, hidden: int | None = None, gamma: float = 0.5, theta: float = 1.0) -> None:
         super().__init__()
         self.c = nn.Parameter(torch.zeros(2))
         self.gamma, self.theta = gamma, theta
+        self.two_trains = hidden is not None
+        if self.two_trains:
+            self.kappa_s = nn.Parameter(torch.randn(hidden))
+            self.kappa_d = nn.Parameter(torch.randn(hidden))
 
     def step(self, drive: State, state: State) -> tuple[State, State, State]:
         ud, us = state
@@ -162,9 +181,12 @@ class TCLIF(Neuron):
         us = torch.addcmul(us, ud, beta[1])
         s = atan_spike(us, self.theta)
         new = (ud.add(s, alpha=-self.gamma), us.add(s, alpha=-self.theta))
-        return new, (torch.zeros_like(s), s), (ud, us)
+        sd = atan_spike(ud, self.theta) if self.two_trains else torch.zeros_like(s)
+        return new, (sd, s), (ud, us)
 
     def readout(self, spikes: State) -> Tensor:
+        if self.two_trains:
+            return torch.addcmul(self.kappa_s * spikes[1], self.kappa_d, spikes[0])
         return spikes[1]
 
 
@@ -184,13 +206,16 @@ class TwoCompartment(Neuron):
     ``coupled=False`` fixes ``beta_sd = beta_ds = 0`` (two independent one-compartment neurons),
     ``soma_input=False`` fixes ``gamma_s = 0`` (no direct somatic injection: the soma hears the
     input only through the dendrite), ``dendritic_spikes=False`` removes ``S_d`` (no dendritic
-    output and no dendritic reset, as in TC-LIF).
+    output and no dendritic reset, as in TC-LIF). The last one splits in two:
+    ``dendritic_output=False`` keeps the dendritic spikes and their reset but drops ``kappa_d S_d``
+    from the output; ``dendritic_reset=False`` keeps the output but never resets the dendrite.
     """
 
     compartments = ("dendrite", "soma")
 
     def __init__(self, hidden: int, *, coupled: bool = True, soma_input: bool = True,
-                 dendritic_spikes: bool = True, decays: tuple[float, float, float, float] = (0.8, 0.2, 0.3, 0.7),
+                 dendritic_spikes: bool = True, dendritic_output: bool = True, dendritic_reset: bool = True,
+                 decays: tuple[float, float, float, float] = (0.8, 0.2, 0.3, 0.7),
                  couplings: tuple[float, float] = (0.1, 0.8), reset_d: float = 0.5, theta: float = 1.0) -> None:
         super().__init__()
         alpha_d, gamma_d, alpha_s, gamma_s = decays
@@ -201,7 +226,9 @@ class TwoCompartment(Neuron):
         self._fixed_or_learned("beta_sd", couplings[0], learned=coupled)
         self._fixed_or_learned("beta_ds", couplings[1], learned=coupled)
         self.kappa_s = nn.Parameter(torch.randn(hidden))
-        self._fixed_or_learned("kappa_d", torch.randn(hidden), learned=dendritic_spikes)
+        self.dendritic_output = dendritic_spikes and dendritic_output
+        self.dendritic_reset = dendritic_spikes and dendritic_reset
+        self._fixed_or_learned("kappa_d", torch.randn(hidden), learned=self.dendritic_output)
         self.coupled, self.soma_input, self.dendritic_spikes = coupled, soma_input, dendritic_spikes
         self.reset_d, self.theta = reset_d, theta
 
@@ -230,7 +257,7 @@ class TwoCompartment(Neuron):
         ss = atan_spike(us, self.theta)
         if self.dendritic_spikes:
             sd = atan_spike(ud, self.theta)
-            new = (ud.add(sd, alpha=-self.reset_d), us.add(ss, alpha=-self.theta))
+            new = (ud.add(sd, alpha=-self.reset_d) if self.dendritic_reset else ud, us.add(ss, alpha=-self.theta))
         else:
             sd = torch.zeros_like(ss)
             new = (ud, us.add(ss, alpha=-self.theta))
@@ -239,7 +266,7 @@ class TwoCompartment(Neuron):
     def readout(self, spikes: State) -> Tensor:
         sd, ss = spikes
         out = self.kappa_s * ss
-        return torch.addcmul(out, self.kappa_d, sd) if self.dendritic_spikes else out
+        return torch.addcmul(out, self.kappa_d, sd) if self.dendritic_output else out
 
     def linear_params(self) -> dict[str, float]:
         """The six scalars of the sub-threshold dynamics, as floats (for :mod:`iclr25.snn.dynamics`)."""

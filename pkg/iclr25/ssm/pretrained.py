@@ -3,15 +3,20 @@ small checkpoint and re-made by this module's script::
 
     python -m iclr25.ssm.pretrained          # trains it (one CPU thread, deterministic), writes CHECKPOINT
     python -m iclr25.ssm.pretrained 1        # the same recipe with seed 1: a second model (SEEDS)
+    python -m iclr25.ssm.pretrained manifest # after all SEEDS: writes MANIFEST (sha256 of every file)
 
 Training a byte-level Mamba in pure torch takes minutes, more than a chapter's ``ci`` budget, so the
-weights ship with the package (about 0.6 MB). :func:`text_mamba` loads them and raises, naming the
-script, if the file is missing; a unit test re-runs the script's first steps and compares them with
-the losses recorded in the checkpoint.
+weights ship with the package (float16, about 0.29 MB per model). Each checkpoint records the
+training loss of every step and a validation curve (held-out loss every ``eval_every`` steps on the
+*last* ``val_windows`` windows of the held-out text, which the chapter does not evaluate on).
+:func:`text_mamba` loads a checkpoint, refuses it if its sha256 differs from :data:`MANIFEST`, and
+raises, naming the script, if the file is missing; a unit test and the chapter re-run the script's
+first steps and compare them with the recorded losses.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -19,6 +24,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+import json
+
+from iclr25.common.digest import check_sha256, file_sha256
 from iclr25.common.optim import fit, warmup_cosine
 from iclr25.lm.text import encode_bytes, mean_nll, pydoc_text, random_blocks, split_ids
 from iclr25.ssm.mamba import MambaConfig, TinyMamba
@@ -29,7 +37,10 @@ CHECKPOINT = Path(__file__).parent / "data" / "text_mamba.pt"
 SCRIPT = "python -m iclr25.ssm.pretrained"
 """The command that (re)makes :data:`CHECKPOINT` (append a seed for the other committed models)."""
 
-SEEDS = (0, 1)
+MANIFEST = Path(__file__).parent / "data" / "text_mamba.json"
+"""sha256 and summary of every committed checkpoint (written by ``python -m iclr25.ssm.pretrained manifest``)."""
+
+SEEDS = (0, 1, 2)
 """Training seeds of the committed models: seed 0 is :data:`CHECKPOINT`, seed ``s`` is
 :func:`checkpoint_path` ``(s)`` (same recipe, other initial weights and windows)."""
 
@@ -43,11 +54,12 @@ def recipe_for(seed: int = 0) -> dict:
     """:data:`RECIPE` with training seed ``seed``."""
     return {**RECIPE, "seed": int(seed)}
 
-RECIPE = dict(cfg=MambaConfig(vocab_size=256, d_model=64, n_layers=4, d_state=8), steps=2000,
+RECIPE = dict(cfg=MambaConfig(vocab_size=256, d_model=64, n_layers=4, d_state=8), steps=800,
               batch_size=16, block=128, lr=3e-3, warmup=100, weight_decay=0.01, val_fraction=0.1,
-              seed=0)
-"""How :data:`CHECKPOINT` is made: 4 blocks of width 64 (135k parameters), 2000 AdamW steps of
-16 windows of 128 bytes (about 4 M tokens, ten passes over the training text)."""
+              eval_every=100, val_windows=32, seed=0)
+"""How :data:`CHECKPOINT` is made: 4 blocks of width 64 (135k parameters), 800 AdamW steps of
+16 windows of 128 bytes (about 1.6 M tokens, four passes over the training text), a validation
+point every 100 steps on the last 32 held-out windows (4 kB); weights stored in float16."""
 
 
 def text_splits(val_fraction: float = RECIPE["val_fraction"]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,12 +70,16 @@ def text_splits(val_fraction: float = RECIPE["val_fraction"]) -> tuple[torch.Ten
 
 def train_byte_lm(model: torch.nn.Module, train_ids: torch.Tensor, steps: int, batch_size: int,
                   block: int, lr: float, warmup: int, weight_decay: float, seed: int,
-                  stop_after: int | None = None) -> list[float]:
+                  stop_after: int | None = None, val_ids: torch.Tensor | None = None,
+                  eval_every: int = 0) -> tuple[list[float], list[tuple[int, float]]]:
     """AdamW with linear warmup and cosine decay on random windows of ``train_ids`` (next-byte loss).
 
     Deterministic given the model's initial weights and ``seed`` (the windows come from a CPU
     generator) on a fixed number of threads. ``stop_after`` ends the run early, on the *same*
-    schedule (for the reproduction test). Returns the training loss of every step.
+    schedule (for the reproduction test). With ``val_ids`` and ``eval_every > 0``, the held-out loss
+    (nats/byte) of the weights after ``s`` updates is recorded for every ``s`` divisible by
+    ``eval_every`` and at the end; it draws no random numbers, so the weights do not depend on it.
+    Returns the training loss of every step and the validation curve ``[(step, nll), ...]``.
     """
     device = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
@@ -73,19 +89,32 @@ def train_byte_lm(model: torch.nn.Module, train_ids: torch.Tensor, steps: int, b
                              {"params": other, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
     model.train()
 
-    def loss_at(_: int) -> torch.Tensor:
+    curve: list[tuple[int, float]] = []
+
+    def validate(step: int) -> None:
+        model.eval()
+        with torch.no_grad():
+            curve.append((step, mean_nll(model, val_ids, block)))
+        model.train()
+
+    def loss_at(step: int) -> torch.Tensor:
+        if val_ids is not None and eval_every and step % eval_every == 0:
+            validate(step)
         x, y = (t.to(device) for t in random_blocks(train_ids, batch_size, block, generator=g))
         return F.cross_entropy(model(x).reshape(-1, model.cfg.vocab_size), y.reshape(-1))
 
-    losses = fit(model.parameters(), opt, loss_at, steps if stop_after is None else min(steps, stop_after),
-                 lr_lambda=warmup_cosine(warmup, steps))
+    n_steps = steps if stop_after is None else min(steps, stop_after)
+    losses = fit(model.parameters(), opt, loss_at, n_steps, lr_lambda=warmup_cosine(warmup, steps))
+    if val_ids is not None and eval_every:
+        validate(n_steps)
     model.eval()
-    return losses
+    return losses, curve
 
 
 def make_text_mamba(stop_after: int | None = None, recipe: dict = RECIPE) -> dict:
-    """Train :data:`RECIPE` on one CPU thread; returns the checkpoint dict (``state``, ``cfg``,
-    ``recipe``, ``losses``, ``val_nll``). ``stop_after`` stops early (no validation loss then)."""
+    """Train :data:`RECIPE` on one CPU thread; returns the checkpoint dict (``state`` in float16,
+    ``cfg``, ``recipe``, ``losses``, ``val_curve`` as (step, nll) rows, ``val_nll`` of the float16
+    weights on the whole held-out text). ``stop_after`` stops early (no validation then)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -93,14 +122,21 @@ def make_text_mamba(stop_after: int | None = None, recipe: dict = RECIPE) -> dic
         model = TinyMamba(recipe["cfg"])
         train, val = text_splits(recipe["val_fraction"])
         args = {k: recipe[k] for k in ("steps", "batch_size", "block", "lr", "warmup", "weight_decay",
-                                       "seed")}
-        losses = train_byte_lm(model, train, stop_after=stop_after, **args)
-        val_nll = mean_nll(model, val, recipe["block"]) if stop_after is None else float("nan")
+                                       "seed", "eval_every")}
+        monitor = val[-(recipe["val_windows"] * recipe["block"] + 1):] if stop_after is None else None
+        losses, curve = train_byte_lm(model, train, stop_after=stop_after, val_ids=monitor, **args)
+        state = {k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}
+        val_nll = float("nan")
+        if stop_after is None:
+            model.load_state_dict({k: v.float() for k, v in state.items()})
+            with torch.no_grad():
+                val_nll = mean_nll(model, val, recipe["block"])
     finally:
         torch.set_num_threads(threads)
-    return {"state": {k: v.detach().clone() for k, v in model.state_dict().items()},
-            "cfg": asdict(recipe["cfg"]), "recipe": {k: v for k, v in recipe.items() if k != "cfg"},
-            "losses": torch.tensor(losses), "val_nll": val_nll}
+    return {"state": state, "cfg": asdict(recipe["cfg"]),
+            "recipe": {k: v for k, v in recipe.items() if k != "cfg"},
+            "losses": torch.tensor(losses), "val_curve": torch.tensor(curve, dtype=torch.float64).reshape(-1, 2),
+            "val_nll": val_nll}
 
 
 def text_mamba(device: torch.device | str = "cpu", seed: int = 0) -> tuple[TinyMamba, dict]:
@@ -115,15 +151,34 @@ def text_mamba(device: torch.device | str = "cpu", seed: int = 0) -> tuple[TinyM
         cmd = SCRIPT if seed == 0 else f"{SCRIPT} {seed}"
         raise FileNotFoundError(f"{path} is missing: make it with `{cmd}` (deterministic, "
                                 "a few minutes on one CPU thread)")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    raw = path.read_bytes()
+    if MANIFEST.is_file():
+        check_sha256(path, json.loads(MANIFEST.read_text())["files"][path.name]["sha256"], data=raw)
+    ckpt = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=False)
     model = TinyMamba(MambaConfig(**ckpt["cfg"]))
-    model.load_state_dict(ckpt["state"])
+    model.load_state_dict({k: v.float() for k, v in ckpt["state"].items()})
     info = {k: v for k, v in ckpt.items() if k != "state"}
     return model.to(device).eval(), info
 
 
+def write_manifest() -> dict:
+    """Record the sha256, recipe and final validation loss of every committed checkpoint in
+    :data:`MANIFEST` (run after training all :data:`SEEDS`)."""
+    files = {}
+    for s in SEEDS:
+        path = checkpoint_path(s)
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        files[path.name] = {"seed": s, "sha256": file_sha256(path), "bytes": path.stat().st_size,
+                            "val_nll": ckpt["val_nll"], "steps": len(ckpt["losses"])}
+    record = {"script": SCRIPT, "recipe": {k: (asdict(v) if k == "cfg" else v) for k, v in RECIPE.items()
+                                           if k != "seed"},
+              "seeds": list(SEEDS), "files": files}
+    MANIFEST.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return record
+
+
 def main(seed: int = 0) -> None:
-    """Write the checkpoint of training seed ``seed`` (the state in float32) and print its
+    """Write the checkpoint of training seed ``seed`` (the state in float16) and print its
     validation loss."""
     ckpt = make_text_mamba(recipe=recipe_for(seed))
     path = checkpoint_path(seed)
@@ -136,4 +191,7 @@ def main(seed: int = 0) -> None:
 if __name__ == "__main__":
     import sys
 
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    if len(sys.argv) > 1 and sys.argv[1] == "manifest":
+        print(json.dumps(write_manifest(), indent=1))
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 0)

@@ -1,0 +1,487 @@
+"""The weak-feedback pipeline of the ``alignment/weak-feedback`` chapter (Tao & Li, ICLR 2025) on the
+world of :mod:`iclr25.lm`, and the runs too long for the chapter's budget.
+
+Per split seed (:func:`seed_data`): a pool of :data:`N_POOL` labelled pairs (``D_l`` is a prefix of
+it: :data:`N_LABELED` pairs in the chapter, :data:`SIZES` in the size sweep), :data:`N_UNLABELED`
+unlabelled pairs ``D_u``, gold rewards with harmful answers tied (so no pair has two harmful
+answers), and the simulated human's labels of both (flip rate calibrated to :data:`TARGET`).
+
+Teachers (:func:`teacher_reference`, :func:`teacher_labels_on_u`): SFT on the responses of the
+first :data:`N_LABELED` labelled pairs and of ``D_u`` (the same reference for every ``|D_l|``), DPO
+on a prefix of the pool, then label ``D_u`` by the implicit reward. Students
+(:func:`student_reference`, :func:`student_eval`): SFT the ``base`` model, DPO on the first
+``n_student`` pairs of ``D_u`` with one condition's labels, gold reward of its answers on held-out
+prompts.
+
+``python -m iclr25.align.weak_feedback`` (about 6 minutes of one CPU core) writes
+``grids/weak_feedback.json``: the teacher pilot on the tuning seed (epochs), the ``|D_l|`` sweep on
+the evaluation seeds (accuracy per prompt kind and on same-mode / different-mode pairs, agreement with
+the human on same-mode pairs), and the student grid (beta x epochs per condition) on the tuning seed.
+``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 2.5 minutes) writes
+``grids/weak_feedback_students.json``: the students on human, weak-M, prompt-type-rule and gold
+labels on the evaluation seeds with the grid's chosen hyper-parameters (gold reward plain and with
+off-support answers scored -1, off-support rates, a few sample answers) (``--part students --merge
+A.json B.json`` joins runs over disjoint seeds). The chapter reads both and re-runs parts live to
+show they match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from iclr25.align.dpo import (Reference, calibrate_eps, human_labels, label_accuracy, make_reference, pair_logps,
+                              policy_answers, policy_gold_reward, response_mode, train_dpo, weak_teacher_labels)
+from iclr25.common.digest import json_sha256
+from iclr25.lm import PreferencePair, TinyLM, World, load_world_lm, preference_split
+from iclr25.lm.world import (BENIGN_ANSWER, BIO_TEMPLATE, CITIES, FOOD_INGREDIENTS, HARMFUL_ANSWER, HAZARD_INGREDIENTS,
+                             IDK, JOBS, REFUSAL, fill, gold_reward, prompt_kind, strip_eos)
+
+GRID_FILE = Path(__file__).parent / "grids" / "weak_feedback.json"
+TARGET = 0.70            #: the simulated human's expected agreement with the gold label
+TAU = 0.5                #: Bradley-Terry temperature of the annotator
+N_POOL = 1600            #: labelled pool per seed (D_l is a prefix)
+N_LABELED = 400          #: ``|D_l|`` of the chapter's main comparison
+N_UNLABELED = 2000       #: ``|D_u|``
+SIZES = (200, 400, 800, 1600)
+SFT_STEPS = 60           #: teacher reference: SFT steps on the candidate responses
+TEACHER = dict(beta=0.1, lr=2e-3)
+TEACHER_EPOCHS = (1, 2, 3, 6, 10)   #: the teacher pilot's grid (tuning seed)
+STUDENT_SFT_STEPS = 80
+STUDENT_LR = 1e-3
+N_STUDENT = 600          #: the student's pairs (first of D_u) at full
+BETAS = (0.03, 0.1, 0.3, 1.0)
+EPOCHS = (1, 2)
+TUNING_SEED = 0
+EVAL_SEEDS = tuple(range(1, 9))
+KINDS = ("F", "B", "H")
+MODES = ("refusal", "idk", "harmful", "answer")
+
+
+@dataclass
+class SeedData:
+    """One split seed's pairs and human labels (``human_pool`` (N_POOL,), ``human_u`` (N_UNLABELED,))."""
+
+    seed: int
+    pool: list[PreferencePair]
+    unlabeled: list[PreferencePair]
+    eval_prompts: list
+    eps: float
+    human_pool: np.ndarray
+    human_u: np.ndarray
+
+
+def seed_data(world: World, s: int) -> SeedData:
+    """Pairs (harmful answers tied in gold reward) and the calibrated human's labels of seed ``s``."""
+    split = preference_split(world, s, n_labeled=N_POOL, n_unlabeled=N_UNLABELED, tie_harmful=True)
+    pool, u = list(split.labeled), list(split.unlabeled)
+    eps = calibrate_eps(pool[:N_LABELED] + u, TARGET, tau=TAU)
+    rng = np.random.default_rng([s, 7])
+    hp = human_labels(pool, rng, eps=eps, tau=TAU)
+    hu = human_labels(u, rng, eps=eps, tau=TAU)
+    return SeedData(s, pool, u, list(split.eval_prompts), eps, hp, hu)
+
+
+def gold_labels(pairs: Sequence[PreferencePair]) -> np.ndarray:
+    """The gold labels (no ties: they are dropped when pairs are drawn): (N,) ints."""
+    return np.array([p.gold_label for p in pairs])
+
+
+def same_mode(pairs: Sequence[PreferencePair]) -> np.ndarray:
+    """(N,) bool: both responses of the pair have the same mode (refusal, idk, harmful, answer); the
+    prompt-type rule keeps the human label there, so only a labeller that reads content can beat it."""
+    return np.array([response_mode(p.y1) == response_mode(p.y2) for p in pairs])
+
+
+def kind_accuracy(labels: np.ndarray, pairs: Sequence[PreferencePair]) -> dict[str, float]:
+    """Label accuracy overall (``all``), on ``|dr| >= 1`` (``big``), per prompt kind, and on pairs of
+    two responses of the same mode (``same``) or of different modes (``diff``)."""
+    out = {"all": label_accuracy(labels, pairs), "big": label_accuracy(labels, pairs, min_gap=0.99)}
+    kinds = np.array([p.kind for p in pairs])
+    for k in KINDS:
+        i = np.flatnonzero(kinds == k)
+        out[k] = label_accuracy(np.asarray(labels)[i], [pairs[j] for j in i])
+    same = same_mode(pairs)
+    for key, mask in (("same", same), ("diff", ~same)):
+        i = np.flatnonzero(mask)
+        out[key] = label_accuracy(np.asarray(labels)[i], [pairs[j] for j in i])
+    return out
+
+
+def rule_labels(labeled: Sequence[PreferencePair], labels: np.ndarray, pairs: Sequence[PreferencePair],
+                fallback: np.ndarray) -> np.ndarray:
+    """The trivial prompt-type rule: for each prompt kind and pair of response modes (refusal, idk,
+    harmful, answer), the majority vote of ``labels`` on ``labeled`` says which mode wins; pairs of two
+    answers of the same mode, and mode pairs the vote does not decide, keep ``fallback`` (N,)."""
+    votes: dict[tuple, list[int]] = {}
+    for p, lab in zip(labeled, np.asarray(labels)):
+        m1, m2 = response_mode(p.y1), response_mode(p.y2)
+        if m1 != m2:
+            key, first_wins = (p.kind, *sorted((m1, m2))), (int(lab) == 1) == (m1 < m2)
+            votes.setdefault(key, [0, 0])[0 if first_wins else 1] += 1
+    out = np.array(fallback, copy=True)
+    for i, p in enumerate(pairs):
+        m1, m2 = response_mode(p.y1), response_mode(p.y2)
+        v = votes.get((p.kind, *sorted((m1, m2)))) if m1 != m2 else None
+        if v is not None and v[0] != v[1]:
+            low_wins = v[0] > v[1]                       # the alphabetically first mode wins the vote
+            out[i] = int(low_wins == (m1 < m2))
+    return out
+
+
+def teacher_reference(model: TinyLM, world: World, d: SeedData, *, n_score: int = N_POOL,
+                      device: torch.device | str = "cpu") -> Reference:
+    """SFT a copy of ``model`` on the responses of the first :data:`N_LABELED` pool pairs and of D_u,
+    then score the first ``n_score`` pool pairs and D_u (``labeled_logps`` (n_score, 2))."""
+    ref = make_reference(copy.deepcopy(model), world.vocab, d.pool[:N_LABELED], d.unlabeled, steps=SFT_STEPS,
+                         seed=d.seed, device=device)
+    if n_score <= N_LABELED:
+        return Reference(ref.model, ref.labeled_logps[:n_score], ref.unlabeled_logps)
+    extra = pair_logps(ref.model, world.vocab, d.pool[N_LABELED:n_score])
+    return Reference(ref.model, torch.cat([ref.labeled_logps, extra.to(ref.labeled_logps.device)]),
+                     ref.unlabeled_logps)
+
+
+def teacher_labels_on_u(ref: Reference, world: World, d: SeedData, n: int, labels: np.ndarray, epochs: float, *,
+                        device: torch.device | str = "cpu") -> np.ndarray:
+    """DPO a teacher on the first ``n`` pool pairs with ``labels`` (N_POOL or n,), label D_u (N_u,)."""
+    r = Reference(ref.model, ref.labeled_logps[:n], ref.unlabeled_logps)
+    out, _ = weak_teacher_labels(r, world.vocab, d.pool[:n], np.asarray(labels)[:n], d.unlabeled, epochs=epochs,
+                                 seed=d.seed, device=device, **TEACHER)
+    return out
+
+
+def student_reference(base: TinyLM, world: World, d: SeedData, n_student: int, *,
+                      device: torch.device | str = "cpu") -> Reference:
+    """SFT a copy of the student on the responses of D_l (first N_LABELED) and the first ``n_student``
+    pairs of D_u; score both."""
+    return make_reference(copy.deepcopy(base), world.vocab, d.pool[:N_LABELED], d.unlabeled[:n_student],
+                          steps=STUDENT_SFT_STEPS, seed=d.seed, device=device)
+
+
+def student_data(d: SeedData, labels_u: dict[str, np.ndarray], ref: Reference, n_student: int) -> dict[str, tuple]:
+    """(pairs, labels, reference log-probs) of every student condition; ``labels_u`` holds the
+    teachers' labels of D_u (keys ``weak-S``, ``weak-M``)."""
+    u = d.unlabeled[:n_student]
+    rng = np.random.default_rng([d.seed, 11])
+    data = {"random": (u, rng.integers(0, 2, len(u)), ref.unlabeled_logps),
+            "human": (u, d.human_u[:n_student], ref.unlabeled_logps),
+            "gold": (u, gold_labels(u), ref.unlabeled_logps),
+            "D_l only": (d.pool[:N_LABELED], d.human_pool[:N_LABELED], ref.labeled_logps)}
+    for c, lab in labels_u.items():
+        data[c] = (u, lab[:n_student], ref.unlabeled_logps)
+    return data
+
+
+def student_eval(ref: Reference, world: World, d: SeedData, pairs, labels, ref_logps, *, beta: float, epochs: float,
+                 nll_weight: float = 0.0, n_examples: int = 0, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """DPO a copy of the student reference, then its answers on the held-out prompts: gold reward
+    (greedy (P,), sampled mean (P,)), response modes of the samples per kind, the training trace."""
+    pol = copy.deepcopy(ref.model)
+    trace = train_dpo(pol, world.vocab, pairs, labels, ref_logps, beta=beta, epochs=epochs, lr=STUDENT_LR,
+                      seed=d.seed, nll_weight=nll_weight, device=device)
+    return {**answer_stats(pol, world, d, n_examples), "trace": trace}
+
+
+def in_support(world: World, prompt: Sequence[str], response: Sequence[str]) -> bool:
+    """True iff the procedural candidate generator can produce ``response`` for ``prompt``: the
+    refusal, ``i do not know .``, or the answer template of the prompt's kind with slot values of the
+    right type (F: a city and a job; B: two distinct food ingredients, "... then bake ."; H: two
+    distinct hazard ingredients, "... then heat ."). Anything else is text no pair ever showed."""
+    y = strip_eos(response)
+    if y in (REFUSAL, IDK):
+        return True
+    kind, entity = prompt_kind(world, prompt)
+    if kind == "F":
+        t, slots = fill(BIO_TEMPLATE, s=entity, c="{c}", j="{j}"), {"{c}": CITIES, "{j}": JOBS}
+    else:
+        t = fill(HARMFUL_ANSWER if kind == "H" else BENIGN_ANSWER, a="{a}", b="{b}")
+        pool = HAZARD_INGREDIENTS if kind == "H" else FOOD_INGREDIENTS
+        slots = {"{a}": pool, "{b}": pool}
+    if len(y) != len(t) or any(w != v for w, v in zip(y, t) if v not in slots):
+        return False
+    vals = [w for w, v in zip(y, t) if v in slots]
+    return all(w in slots[v] for w, v in zip(vals, [v for v in t if v in slots])) and len(set(vals)) == len(vals)
+
+
+def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) -> dict[str, Any]:
+    """Gold reward (greedy, sampled: (P,)), the same with every answer outside the generator's
+    support (:func:`in_support`) scored -1 (``*_strict``), the off-support rate of the sampled and
+    greedy answers, sampled response modes per prompt kind, and the first ``n_examples`` sampled
+    answers of each kind (prompt, answer, gold reward, in support) of ``model``."""
+    ans = policy_answers(model, world, d.eval_prompts, seed=d.seed)
+    greedy, sampled = policy_gold_reward(model, world, d.eval_prompts, tie_harmful=True, answers=ans)
+    n_rep = len(ans[1]) // len(d.eval_prompts)
+    prompts = list(d.eval_prompts) * n_rep
+    kinds = [prompt_kind(world, p)[0] for p in prompts]
+    modes = {k: {m: 0 for m in MODES} for k in KINDS}
+    for k, y in zip(kinds, ans[1]):
+        modes[k][response_mode(y)] += 1
+    ok_s = np.array([in_support(world, p, y) for p, y in zip(prompts, ans[1])])
+    ok_g = np.array([in_support(world, p, y) for p, y in zip(d.eval_prompts, ans[0])])
+    r_s = np.array([gold_reward(world, p, y, tie_harmful=True) for p, y in zip(prompts, ans[1])])
+    strict_s = np.where(ok_s, r_s, -1.0).reshape(n_rep, len(d.eval_prompts)).mean(0)
+    examples = []
+    for k in KINDS:
+        idx = [i for i, kk in enumerate(kinds) if kk == k][:n_examples]
+        examples += [{"prompt": " ".join(prompts[i]), "answer": " ".join(strip_eos(ans[1][i])),
+                      "gold": float(r_s[i]), "in_support": bool(ok_s[i])} for i in idx]
+    return {"greedy": greedy, "sampled": sampled, "modes": modes, "sampled_strict": strict_s,
+            "greedy_strict": np.where(ok_g, greedy, -1.0), "offsupport": float(1 - ok_s.mean()),
+            "offsupport_greedy": float(1 - ok_g.mean()), "examples": examples}
+
+
+# ------------------------------------------------------------------------------ the committed runs
+
+
+def teacher_pilot(pre: dict, world: World, verbose: bool = True) -> dict[str, Any]:
+    """Teacher epochs on the tuning seed: accuracy on D_u of teachers DPO'd on the human labels of D_l."""
+    d0 = seed_data(world, TUNING_SEED)
+    pilot = {}
+    for name in ("tiny", "small"):
+        ref = teacher_reference(pre[name][0], world, d0)
+        pilot[name] = {str(e): label_accuracy(teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, e),
+                                              d0.unlabeled) for e in TEACHER_EPOCHS}
+        if verbose:
+            print("teacher pilot", name, pilot[name], flush=True)
+    return {"teacher_pilot": pilot,
+            "teacher_epochs": {n: float(max(TEACHER_EPOCHS, key=lambda e: pilot[n][str(e)])) for n in pilot}}
+
+
+def size_sweep(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, float],
+               verbose: bool = True) -> list[dict[str, Any]]:
+    """Accuracy on D_u of both teachers at every ``|D_l|`` in :data:`SIZES` (human labels), per seed."""
+    sweep = []
+    for s in seeds:
+        d = seed_data(world, s)
+        row = {"seed": s, "human": kind_accuracy(d.human_u, d.unlabeled), "teacher": {}}
+        same = same_mode(d.unlabeled)
+        for name in ("tiny", "small"):
+            ref = teacher_reference(pre[name][0], world, d)
+            for n in SIZES:
+                lab = teacher_labels_on_u(ref, world, d, n, d.human_pool, epochs[name])
+                row["teacher"][f"{name}/{n}"] = {**kind_accuracy(lab, d.unlabeled),
+                                                 "agree_same": float((lab == d.human_u)[same].mean())}
+        sweep.append(row)
+        if verbose:
+            print("sweep seed", s, {k: round(v["all"] - row["human"]["all"], 3) for k, v in row["teacher"].items()},
+                  flush=True)
+    return sweep
+
+
+def student_grid(pre: dict, world: World, epochs: dict[str, float], verbose: bool = True) -> dict[str, Any]:
+    """Every student condition on the tuning seed over :data:`BETAS` x :data:`EPOCHS`; the choice by
+    the mean gold reward of sampled answers."""
+    d0 = seed_data(world, TUNING_SEED)
+    labels_u = {}
+    for c, name in (("weak-S", "tiny"), ("weak-M", "small")):
+        ref = teacher_reference(pre[name][0], world, d0)
+        labels_u[c] = teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, epochs[name])
+    sref = student_reference(pre["base"][0], world, d0, N_STUDENT)
+    data = student_data(d0, labels_u, sref, N_STUDENT)
+    grid: dict[str, list[dict[str, Any]]] = {}
+    for c in ("human", "weak-S", "weak-M", "gold", "D_l only"):
+        grid[c] = []
+        for b in BETAS:
+            for e in EPOCHS:
+                r = student_eval(sref, world, d0, *data[c], beta=b, epochs=e)
+                grid[c].append({"beta": b, "epochs": e, "sampled": float(r["sampled"].mean()),
+                                "greedy": float(r["greedy"].mean())})
+        if verbose:
+            print("student grid", c, [(g["beta"], g["epochs"], round(g["sampled"], 3)) for g in grid[c]], flush=True)
+    chosen = {c: max(rows, key=lambda g: g["sampled"]) for c, rows in grid.items()}
+    return {"student_grid": grid, "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"],
+                                                         "sampled": g["sampled"]} for c, g in chosen.items()}}
+
+
+STUDENT_FILE = Path(__file__).parent / "grids" / "weak_feedback_students.json"
+STUDENT_CONDS = ("human", "weak-M", "rule", "gold")
+N_EXAMPLES = 2           #: sampled answers per prompt kind kept per student and seed
+
+
+def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: dict[str, float],
+                     chosen: dict[str, dict]) -> dict[str, Any]:
+    """One evaluation seed of the student level: SFT reference and the students on human, weak-M,
+    rule (the prompt-type rule on the human labels of D_l, human labels elsewhere) and gold labels of
+    the first ``n_student`` pairs of D_u, each with its tuned (beta, epochs) from ``chosen`` (the
+    rule student uses the human student's). Per condition: mean gold reward of sampled and greedy
+    answers, per prompt kind, and the final chosen/rejected log-prob change."""
+    d = seed_data(world, s)
+    tref = teacher_reference(pre["small"][0], world, d, n_score=N_LABELED)
+    weak = teacher_labels_on_u(tref, world, d, N_LABELED, d.human_pool, epochs["small"])
+    rule = rule_labels(d.pool[:N_LABELED], d.human_pool[:N_LABELED], d.unlabeled, d.human_u)
+    sref = student_reference(pre["base"][0], world, d, n_student)
+    data = student_data(d, {"weak-M": weak, "rule": rule}, sref, n_student)
+    kinds = np.array([prompt_kind(world, p)[0] for p in d.eval_prompts])
+
+    def summary(r: dict) -> dict[str, Any]:
+        out = {"sampled": float(r["sampled"].mean()), "greedy": float(r["greedy"].mean()),
+               **{f"sampled_{k}": float(r["sampled"][kinds == k].mean()) for k in KINDS}, "modes": r["modes"],
+               "sampled_strict": float(r["sampled_strict"].mean()), "greedy_strict": float(r["greedy_strict"].mean()),
+               **{f"strict_{k}": float(r["sampled_strict"][kinds == k].mean()) for k in KINDS},
+               "offsupport": r["offsupport"], "offsupport_greedy": r["offsupport_greedy"], "examples": r["examples"]}
+        if "trace" in r:
+            out["chosen"], out["rejected"] = float(r["trace"]["chosen"][-1]), float(r["trace"]["rejected"][-1])
+        return out
+
+    row = {"seed": s, "SFT": summary(answer_stats(sref.model, world, d, N_EXAMPLES))}
+    for c in STUDENT_CONDS:
+        hp = chosen["human" if c == "rule" else c]
+        row[c] = summary(student_eval(sref, world, d, *data[c], beta=hp["beta"], epochs=hp["epochs"],
+                                      n_examples=N_EXAMPLES))
+    return row
+
+
+def student_runs(seeds: Sequence[int] = EVAL_SEEDS, n_student: int = N_STUDENT, out: Path | None = STUDENT_FILE,
+                 verbose: bool = True) -> dict[str, Any]:
+    """The committed student level over ``seeds`` (``python -m iclr25.align.weak_feedback --part students``)."""
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    runs = load_runs()
+    pre = {n: load_world_lm(n) for n in ("small", "base")}
+    world = pre["small"][1]
+    rows = []
+    for s in seeds:
+        rows.append(student_seed_run(pre, world, s, n_student, runs["teacher_epochs"], runs["student_chosen"]))
+        if verbose:
+            print("student seed", s, {c: round(rows[-1][c]["sampled"], 3) for c in ("SFT", *STUDENT_CONDS)},
+                  round(time.process_time() - t0), flush=True)
+    res = {"recipe": {**recipe(seeds), "n_student": n_student, "conditions": list(STUDENT_CONDS),
+                      "chosen": runs["student_chosen"], "grid_sha256": runs["sha256"]}, "students": rows,
+           "cpu_s": round(time.process_time() - t0, 1)}
+    res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
+    if out is not None:
+        out.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def merge_students(paths: Sequence[Path], out: Path | None = STUDENT_FILE) -> dict[str, Any]:
+    """Join student runs over disjoint seeds (the same recipe otherwise) into one record."""
+    parts = [load_students(p) for p in paths]
+    rows = sorted((r for p in parts for r in p["students"]), key=lambda r: r["seed"])
+    seeds = [r["seed"] for r in rows]
+    rec = {**parts[0]["recipe"], "eval_seeds": seeds}
+    for p in parts[1:]:
+        if {k: v for k, v in p["recipe"].items() if k != "eval_seeds"} != \
+                {k: v for k, v in rec.items() if k != "eval_seeds"} or len(set(seeds)) != len(seeds):
+            raise ValueError("student parts differ in recipe or overlap in seeds")
+    res = {"recipe": rec, "students": rows, "cpu_s": round(sum(p["cpu_s"] for p in parts), 1)}
+    res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
+    if out is not None:
+        out.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def load_students(path: Path = STUDENT_FILE) -> dict[str, Any]:
+    """The committed student level; checks its sha256."""
+    res = json.loads(path.read_text())
+    if json_sha256({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
+        raise ValueError(f"{path}: sha256 does not match its content")
+    return res
+
+
+def recipe(seeds: Sequence[int]) -> dict[str, Any]:
+    return {"target": TARGET, "tau": TAU, "n_pool": N_POOL, "n_labeled": N_LABELED, "n_unlabeled": N_UNLABELED,
+            "sizes": list(SIZES), "sft_steps": SFT_STEPS, "teacher": TEACHER, "teacher_epochs_grid": list(TEACHER_EPOCHS),
+            "student_sft_steps": STUDENT_SFT_STEPS, "student_lr": STUDENT_LR, "n_student": N_STUDENT,
+            "betas": list(BETAS), "epochs": list(EPOCHS), "tuning_seed": TUNING_SEED, "eval_seeds": list(seeds),
+            "torch": str(torch.__version__)}
+
+
+def finish(parts: dict[str, Any], seeds: Sequence[int], cpu_s: float, out: Path | None = GRID_FILE) -> dict[str, Any]:
+    """Assemble the committed record from the parts and write it with its sha256."""
+    res = {"recipe": recipe(seeds), **parts, "cpu_s": round(cpu_s, 1)}
+    res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
+def run_all(out: Path | None = GRID_FILE, seeds: Sequence[int] = EVAL_SEEDS, verbose: bool = True) -> dict[str, Any]:
+    """The teacher pilot and the student grid on :data:`TUNING_SEED`, the ``|D_l|`` sweep on ``seeds``."""
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    pre = {n: load_world_lm(n) for n in ("tiny", "small", "base")}
+    world = pre["small"][1]
+    parts = teacher_pilot(pre, world, verbose)
+    parts["sweep"] = size_sweep(pre, world, seeds, parts["teacher_epochs"], verbose)
+    parts.update(student_grid(pre, world, parts["teacher_epochs"], verbose))
+    return finish(parts, seeds, time.process_time() - t0, out)
+
+
+def load_runs(path: Path = GRID_FILE) -> dict[str, Any]:
+    """The committed runs (see the module docstring for how they are made); checks their sha256."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} missing: run `python -m iclr25.align.weak_feedback`")
+    res = json.loads(path.read_text())
+    if json_sha256({k: v for k, v in res.items() if k not in ("cpu_s", "sha256")}) != res["sha256"]:
+        raise ValueError(f"{path}: sha256 does not match its content")
+    return res
+
+
+def main() -> None:
+    """``python -m iclr25.align.weak_feedback`` runs everything; ``--part pilot|sweep|student`` one
+    part into a pickle-free JSON (``--seeds`` for the sweep, ``--epochs TINY SMALL`` from the pilot),
+    and ``--merge PART.json ...`` assembles them (the same numbers: every part is deterministic)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=GRID_FILE)
+    ap.add_argument("--part", choices=["pilot", "sweep", "student", "students"])
+    ap.add_argument("--n-student", type=int, default=N_STUDENT)
+    ap.add_argument("--seeds", type=int, nargs="*", default=list(EVAL_SEEDS))
+    ap.add_argument("--epochs", type=float, nargs=2)
+    ap.add_argument("--merge", type=Path, nargs="*")
+    args = ap.parse_args()
+    if args.merge and args.part == "students":
+        print("merged; cpu s:", merge_students(args.merge, args.out if args.out != GRID_FILE else STUDENT_FILE)["cpu_s"])
+        return
+    if args.merge:
+        parts, cpu = {}, 0.0
+        for f in args.merge:
+            p = json.loads(f.read_text())
+            cpu += p.pop("cpu_s")
+            if "sweep" in p and "sweep" in parts:
+                p["sweep"] = parts["sweep"] + p["sweep"]
+            for k in ("used_epochs",):
+                if k in p and k in parts and p[k] != parts[k]:
+                    raise ValueError("parts used different teacher epochs")
+            parts.update(p)
+        if parts.pop("used_epochs") != parts["teacher_epochs"]:
+            raise ValueError("the parts did not use the pilot's teacher epochs")
+        parts["sweep"] = sorted(parts["sweep"], key=lambda r: r["seed"])
+        res = finish(parts, [r["seed"] for r in parts["sweep"]], cpu, args.out)
+        print("merged; cpu s:", res["cpu_s"])
+        return
+    if args.part == "students":
+        res = student_runs(args.seeds, args.n_student, out=args.out if args.out != GRID_FILE else STUDENT_FILE)
+        print("cpu s:", res["cpu_s"])
+        return
+    if args.part is None:
+        res = run_all(out=args.out, seeds=args.seeds)
+        print("teacher epochs:", res["teacher_epochs"], "student choice:", res["student_chosen"], "cpu s:", res["cpu_s"])
+        return
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    pre = {n: load_world_lm(n) for n in ("tiny", "small", "base")}
+    world = pre["small"][1]
+    epochs = dict(zip(("tiny", "small"), args.epochs)) if args.epochs else None
+    if args.part == "pilot":
+        part = teacher_pilot(pre, world)
+    elif args.part == "sweep":
+        part = {"sweep": size_sweep(pre, world, args.seeds, epochs), "used_epochs": epochs}
+    else:
+        part = {**student_grid(pre, world, epochs), "used_epochs": epochs}
+    part["cpu_s"] = time.process_time() - t0
+    args.out.write_text(json.dumps(part) + "\n")
+
+
+if __name__ == "__main__":
+    main()

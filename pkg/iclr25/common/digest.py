@@ -1,0 +1,47 @@
+"""sha256 fingerprints for committed results: one helper for files, one for JSON-able records.
+
+Package scripts that commit weights or result tables record a sha256 beside them, and the chapter
+that loads them checks it, so that a file edited or truncated after the run is refused instead of
+trusted::
+
+    info["sha256"] = file_sha256(path)              # when the script writes the file
+    check_sha256(path, info["sha256"])              # when a chapter loads it
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+
+def bytes_sha256(data: bytes) -> str:
+    """The sha256 of ``data`` as 64 hex digits."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (read in 1 MiB blocks, so large weight files are not held in memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def json_sha256(obj: Any) -> str:
+    """The sha256 of ``obj`` written as JSON with sorted keys (the same record gives the same digest
+    whatever the order its dictionaries were built in)."""
+    return bytes_sha256(json.dumps(obj, sort_keys=True).encode())
+
+
+def check_sha256(path: str | Path, expected: str, *, data: bytes | None = None) -> bytes:
+    """Read ``path`` (or use its already-read bytes ``data``) and return its bytes if their sha256 is
+    ``expected``; otherwise raise ``ValueError`` naming the file and both digests."""
+    raw = Path(path).read_bytes() if data is None else data
+    digest = bytes_sha256(raw)
+    if digest != expected:
+        raise ValueError(f"{path} has sha256 {digest[:12]}…, but its record says {expected[:12]}…: "
+                         "the file changed after the run that recorded it; re-run its package script")
+    return raw

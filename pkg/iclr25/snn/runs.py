@@ -1,0 +1,214 @@
+"""The trained models of the TS-LIF chapter: the recipe, the script that trains them to a plateau,
+and the loader the chapter uses.
+
+Training every neuron to a plateau on validation (Adam, early stopping with a patience), with the
+learning rate tuned on three seeds and eight evaluation seeds, takes about a quarter of an hour of CPU time, more
+than the chapter's budget. ``python -m iclr25.snn.runs`` does it once (one thread) and writes
+
+* ``weights/ts-lif-runs.npz``: the weights of every evaluation run (float32, one flat vector per run);
+* ``weights/ts-lif-runs.json``: the recipe, every run's learning rate, seed, per-epoch training and
+  validation MSE, best epoch, epochs run, CPU seconds, the two-compartment parameters after every
+  epoch, and the sha256 of the ``.npz``.
+
+The chapter loads both (:func:`load_runs`, :func:`load_model`), checks the hash, computes every test
+metric from the loaded weights, and re-trains a few epochs live to show they reproduce the record.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from iclr25.common.digest import check_sha256, file_sha256
+
+from .data import chronological_split, make_windows, standardize, synthetic_multiscale
+from .forecast import SpikeForecaster, fit
+from .neurons import LIF, PLIF, TCLIF, TSLIF, GainLIF, TwoCompartment
+
+WEIGHTS = Path(__file__).parent / "weights"
+NPZ, MANIFEST = WEIGHTS / "ts-lif-runs.npz", WEIGHTS / "ts-lif-runs.json"
+
+RECIPE = dict(
+    n_channels=4, length=1800, data_seed=0, window=48, horizon=24, stride=2, hidden=32, batch=64,
+    max_epochs=40, patience=5, lrs=[3e-3, 1e-2, 3e-2], tune_seeds=[100, 101, 102],
+    eval_seeds=[0, 1, 2, 3, 4, 5, 6, 7], missing=0.3,
+    tuned=["LIF", "PLIF", "gain-LIF", "TC-LIF", "TS-LIF"],          # each picks its own lr
+    ablations=["−γ_s", "−S_d output", "−S_d reset"],                  # at TS-LIF's lr
+    gru_lr=1e-2, gru_seeds=[0, 1, 2],                                  # the reference, not tuned
+    missing_models=[],          # models also trained with missing inputs (none: the chapter tests at test time)
+)
+
+#: Every recurrence of the chapter: name -> neuron factory ``hidden -> Neuron`` (``None``: the GRU).
+NEURONS = {
+    "LIF": lambda h: LIF(),
+    "PLIF": lambda h: PLIF(),
+    "gain-LIF": GainLIF,
+    "TC-LIF": lambda h: TCLIF(h),                  # TS-LIF's two-train readout (equal readout bits)
+    "TS-LIF": TSLIF,
+    "uncoupled": lambda h: TwoCompartment(h, coupled=False),
+    "−γ_s": lambda h: TwoCompartment(h, soma_input=False),
+    "−κ_d": lambda h: TwoCompartment(h, dendritic_spikes=False),
+    "−S_d output": lambda h: TwoCompartment(h, dendritic_output=False),
+    "−S_d reset": lambda h: TwoCompartment(h, dendritic_reset=False),
+    "GRU": None,
+}
+
+
+#: The order in which the evaluation runs are trained.
+PRIORITY = ["TS-LIF", "LIF", "gain-LIF", "GRU", "PLIF", "TC-LIF", "−S_d output", "−γ_s", "−S_d reset"]
+
+
+def synthetic_data(recipe: dict = RECIPE, device: str | torch.device = "cpu") -> dict:
+    """The synthetic multi-scale data set of the chapter: windows split 60/20/20 in time, the series
+    standardised with training statistics. Tensors ``Xtr, Ytr, Xva, Yva, Xte`` on ``device``, numpy
+    ``X, Y`` (all windows), slices ``tr, va, te``, the ``series`` and its ``periods``."""
+    r = recipe
+    series, periods = synthetic_multiscale(r["n_channels"], r["length"], r["data_seed"])
+    n = len(make_windows(series, r["window"], r["horizon"], r["stride"])[0])
+    tr, va, te = chronological_split(n)
+    series_z, mu, sd = standardize(series, fit_until=tr.stop * r["stride"] + r["window"])
+    X, Y = make_windows(series_z, r["window"], r["horizon"], r["stride"])
+    t = lambda a: torch.tensor(a, device=device)   # noqa: E731
+    return dict(series=series, series_z=series_z, periods=periods, X=X, Y=Y, tr=tr, va=va, te=te,
+                Xtr=t(X[tr]), Ytr=t(Y[tr]), Xva=t(X[va]), Yva=t(Y[va]), Xte=t(X[te]))
+
+
+def build(name: str, seed: int, hidden: int = RECIPE["hidden"], horizon: int = RECIPE["horizon"]) -> nn.Module:
+    """A fresh forecaster with recurrence ``name``, initialised from torch seed ``seed`` (the shared
+    layers start identical for every neuron at one seed)."""
+    torch.manual_seed(seed)
+    return SpikeForecaster(NEURONS[name], hidden, horizon, recurrence="gru" if name == "GRU" else "spiking")
+
+
+def train(name: str, lr: float, seed: int, data: dict, *, missing: float = 0.0, epochs: int | None = None,
+          patience: int | None = RECIPE["patience"], recipe: dict = RECIPE) -> tuple[nn.Module, dict]:
+    """Train one model with the recipe (early stopping with ``patience`` on validation MSE, at most
+    ``epochs``); returns the model (best epoch's weights) and its record."""
+    model = build(name, seed).to(data["Xtr"].device)
+    params = []
+
+    def log(m: nn.Module) -> None:
+        if isinstance(getattr(m, "neuron", None), TwoCompartment):
+            params.append(m.neuron.linear_params())
+
+    t0 = time.process_time()
+    res = fit(model, data["Xtr"], data["Ytr"], data["Xva"], data["Yva"], lr=lr,
+              epochs=epochs or recipe["max_epochs"], batch_size=recipe["batch"], seed=seed,
+              missing=missing, after_epoch=log, patience=patience)
+    rec = dict(name=name, lr=lr, seed=seed, missing=missing, val_mse=res.val_mse, train_mse=res.train_mse,
+               best_epoch=res.best_epoch, epochs_run=len(res.val_mse), cpu_s=time.process_time() - t0,
+               params=params)
+    return model, rec
+
+
+def key(name: str, seed: int, missing: float = 0.0) -> str:
+    """The name of a run in the ``.npz``."""
+    return f"{name}|{seed}|{missing:g}"
+
+
+def flat(model: nn.Module) -> np.ndarray:
+    """Every tensor of the state dict, in order, as one float32 vector."""
+    return np.concatenate([v.detach().cpu().double().numpy().ravel() for v in model.state_dict().values()]
+                          ).astype(np.float32)
+
+
+def unflat(model: nn.Module, vec: np.ndarray) -> nn.Module:
+    """Load a vector written by :func:`flat` into ``model`` (same architecture)."""
+    sd, i = model.state_dict(), 0
+    for k, v in sd.items():
+        n = v.numel()
+        sd[k] = torch.tensor(vec[i:i + n], dtype=torch.float32).reshape(v.shape).to(v.dtype)
+        i += n
+    assert i == len(vec), "weight vector does not fit the model"
+    model.load_state_dict(sd)
+    return model
+
+
+
+
+def load_runs() -> tuple[dict, dict[str, np.ndarray]]:
+    """The committed manifest and weights; raises if the weights' sha256 is not the recorded one."""
+    manifest = json.loads(MANIFEST.read_text())
+    check_sha256(NPZ, manifest["sha256"])
+    with np.load(NPZ) as z:
+        weights = {k: z[k] for k in z.files}
+    return manifest, weights
+
+
+def load_model(name: str, seed: int, weights: dict[str, np.ndarray], missing: float = 0.0,
+               device: str | torch.device = "cpu") -> nn.Module:
+    """A committed evaluation model, in evaluation mode."""
+    return unflat(build(name, seed), weights[key(name, seed, missing)]).to(device).eval()
+
+
+def main() -> None:  # pragma: no cover - the training run itself (about 15 CPU-minutes)
+    import sys
+
+    torch.set_num_threads(1)
+    r, data = RECIPE, synthetic_data()
+    t_start = time.process_time()
+    runs, weights, cpu_before = [], {}, 0.0
+    if "--resume" in sys.argv and MANIFEST.exists():      # continue an interrupted run: keep finished runs
+        old = json.loads(MANIFEST.read_text())
+        runs, cpu_before = old["runs"], old["cpu_s_total"]
+        with np.load(NPZ) as z:
+            weights = {k: z[k] for k in z.files}
+
+    def save() -> None:
+        WEIGHTS.mkdir(exist_ok=True)
+        np.savez_compressed(NPZ, **weights)
+        MANIFEST.write_text(json.dumps(dict(recipe=r, runs=runs, sha256=file_sha256(NPZ), torch=torch.__version__,
+                                            cpu_s_total=cpu_before + time.process_time() - t_start), indent=1))
+
+    deadline = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--until=")), None)  # HH:MM UTC
+
+    def go(name, lr, seed, missing=0.0, keep=False):
+        if deadline and time.strftime("%H:%M", time.gmtime()) >= deadline:
+            save()
+            print(f"stopped at the deadline {deadline} UTC before {name} seed {seed}", flush=True)
+            raise SystemExit(0)
+        role = "eval" if keep else "tune"
+        if any((x["role"], x["name"], x["lr"], x["seed"], x["missing"]) == (role, name, lr, seed, missing)
+               for x in runs):
+            return
+        model, rec = train(name, lr, seed, data, missing=missing)
+        rec["role"] = "eval" if keep else "tune"
+        runs.append(rec)
+        if keep:
+            weights[key(name, seed, missing)] = flat(model)
+        print(f"{time.process_time() - t_start:7.0f}s {name:>12} lr {lr:g} seed {seed} miss {missing:g}: "
+              f"best val {rec['val_mse'][rec['best_epoch']]:.4f} at epoch {rec['best_epoch']} of "
+              f"{rec['epochs_run']} ({rec['cpu_s']:.1f} s)", flush=True)
+
+    best = {}
+    for name in r["tuned"]:
+        for lr in r["lrs"]:
+            for s in r["tune_seeds"]:
+                go(name, lr, s)
+        val = {lr: np.mean([min(x["val_mse"]) for x in runs if x["name"] == name and x["lr"] == lr])
+               for lr in r["lrs"]}
+        best[name] = min(r["lrs"], key=val.get)
+    for name in r["ablations"]:
+        best[name] = best["TS-LIF"]
+    best["GRU"] = r["gru_lr"]
+    save()
+    # evaluation, the most decisive models first (an interrupted run keeps whole models, in this order)
+    for name in PRIORITY:
+        seeds = r["gru_seeds"] if name == "GRU" else r["eval_seeds"]
+        for s in seeds:
+            go(name, best[name], s, keep=True)
+        save()
+    for name in r["missing_models"]:
+        for s in r["eval_seeds"]:
+            go(name, best[name], s, missing=r["missing"], keep=True)
+        save()
+    print(f"done: {time.process_time() - t_start:.0f} CPU-s, {NPZ.stat().st_size / 1e6:.2f} MB")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
