@@ -9,15 +9,16 @@ stages, each model its own float16 file under 2 MB, all on procedural faces
 1. ``faces-teacher.pt``: a :func:`~iclr25.diffusion.consistency.make_cond_unet` epsilon-predictor
    on the ``scaled_linear`` schedule;
 2. ``faces-lcm.pt``: its consistency distillation (:func:`~iclr25.diffusion.consistency.consistency_distill`),
-   run until its self-consistency error along teacher ODE trajectories is at most half the teacher's;
+   1200 steps (its self-consistency error along teacher ODE trajectories, at most half the teacher's when
+   fully distilled, is checked by the chapter);
 3. ``faces-<kind>.pt``: the trained restorers of the chapter, every one on the same stream of degraded
    training pairs and seed: the regression U-Net (``regression``), InterLCM (``interlcm``: LQ as the state at
    ``t = 759``, 3 LCM steps), the from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM
    steps from pure noise), the DiffBIR-style diffusion restorer (``diffusion``: the regression U-Net as its
    first-stage pre-cleaner, then the same encoders on the teacher conditioned on the pre-cleaned image,
-   epsilon loss, as many network passes) and InterLCM trained with the LQ at a later state
-   (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the paper trains its 1-step model separately
-   too), as many steps as InterLCM.
+   epsilon loss, as many network passes); on request (not committed, :data:`LATER_KINDS`) InterLCM trained
+   with the LQ at a later state (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the paper trains its
+   1-step model separately too), as many steps as InterLCM.
 
 Every restorer's validation curve (PSNR gain over the input on the validation faces) is logged in its
 file's ``meta["curve"]`` (mean) and ``meta["curve_cases"]`` (per case).
@@ -43,14 +44,16 @@ from iclr25.diffusion.restore import (PerceptualLoss, Restorer, diffusion_restor
 
 SCRIPT = "python -m iclr25.diffusion.faces_pretrained"
 WEIGHTS = Path(__file__).resolve().parent / "weights"
-KINDS = ("regression", "interlcm", "fromnoise", "diffusion", "interlcm-499", "interlcm-259")
-"""The trained restorers (see the module docstring); ``interlcm-499`` and ``interlcm-259`` are InterLCM's
-encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the paper
-trains its 1-step model separately."""
+KINDS = ("regression", "interlcm", "fromnoise", "diffusion")
+"""The committed trained restorers (see the module docstring)."""
+LATER_KINDS = ("interlcm-499", "interlcm-259")
+"""InterLCM's encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the
+paper trains its 1-step model separately: made by the script on request
+(``python -m iclr25.diffusion.faces_pretrained interlcm-499 interlcm-259``), not committed."""
 STARTS = {"interlcm-499": 2, "interlcm-259": 3}
 """The LCM step index at which the later-start InterLCM variants place the low-quality image (4-step
 schedule ``[999, 759, 499, 259]``: 2 and 1 network calls)."""
-FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}.pt" for k in KINDS}}
+FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}.pt" for k in KINDS + LATER_KINDS}}
 RECIPE = dict(res=16, channels=(16, 32), data="procedural", init_seed=0, data_seed=0,
               teacher=dict(steps=1000, batch_size=32, lr=2e-3, warmup=50),
               lcm=dict(steps=1200, batch_size=32, lr=1e-3, skip=20, ema=0.95),
@@ -170,7 +173,7 @@ def stage_recipe(name: str, recipe: dict = RECIPE) -> dict:
     out = {k: v for k, v in recipe.items() if not isinstance(v, dict) or k in keep}
     if "restorer" in out:      # a restorer depends on its own rate only (``lr_of`` folded into ``lr``)
         r = {k: v for k, v in out["restorer"].items() if k != "lr_of"}
-        out["restorer"] = {**r, "lr": lr_for(name, recipe)} if name in KINDS else r
+        out["restorer"] = {**r, "lr": lr_for(name, recipe)} if name in KINDS + LATER_KINDS else r
     return _plain(out)
 
 
@@ -327,7 +330,7 @@ def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -
         lcm, losses = fit_lcm(teacher, recipe)
         _save("lcm", lcm.state_dict(), {"recipe": stage_recipe("lcm", recipe), "losses": losses, "seconds": time.time() - t0})
         print(f"lcm {time.time() - t0:.0f} s, loss {np.mean(losses[:30]):.4f} -> {np.mean(losses[-30:]):.4f}", flush=True)
-    for kind in KINDS:
+    for kind in KINDS + LATER_KINDS:
         if kind in stages:
             meta = _make_restorer(kind, recipe)
             losses = meta["losses"]
@@ -378,12 +381,13 @@ def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
     and the restorers of :data:`KINDS` named in ``which``; ``meta`` holds each file's training log."""
     out: dict = {"meta": {}}
     for name in ("teacher", "lcm"):
-        if name in which or any(k in which for k in KINDS if name == "teacher" or k not in ("diffusion", "regression")):
+        if name in which or any(k in which for k in KINDS + LATER_KINDS
+                                if name == "teacher" or k not in ("diffusion", "regression")):
             ck = _load(name, recipe)
             unet = make_cond_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
             unet.load_state_dict({k: v.float() for k, v in ck["state_dict"].items()})
             out[name], out["meta"][name] = unet.to(device).eval().requires_grad_(False), ck["meta"]
-    for kind in KINDS:
+    for kind in KINDS + LATER_KINDS:
         if kind in which:
             ck = _load(kind, recipe)
             model = (regression_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"]) if kind == "regression"
