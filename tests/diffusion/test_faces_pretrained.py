@@ -20,8 +20,8 @@ def models():
 
 
 def test_committed_files_are_small_and_load_frozen(models):
-    for name, f in fp.FILES.items():
-        path = fp.WEIGHTS / f
+    for name in ("teacher", "lcm") + fp.KINDS:
+        path = fp.WEIGHTS / fp.FILES[name]
         assert path.is_file(), f"missing {path}: run `{fp.SCRIPT}`"
         assert path.stat().st_size <= 2_000_000
     for name in ("teacher", "lcm") + fp.KINDS:
@@ -51,7 +51,7 @@ def test_missing_or_stale_checkpoint_is_refused_naming_the_script(tmp_path, monk
         fp.load_face_models(which=("teacher",))
 
 
-@pytest.mark.skipif(os.environ.get("ICLR25_SLOW") != "1", reason="set ICLR25_SLOW=1 (retrains, about an hour on one quiet core)")
+@pytest.mark.skipif(os.environ.get("ICLR25_SLOW") != "1", reason="set ICLR25_SLOW=1 (retrains, about half an hour on one core)")
 def test_the_script_still_makes_the_committed_models(tmp_path, monkeypatch, models):
     monkeypatch.setattr(fp, "WEIGHTS", tmp_path)
     fp.make_checkpoints()
@@ -65,6 +65,9 @@ def test_committed_restorers_log_their_validation_curve(models):
     for kind in fp.KINDS:
         curve = np.array(models["meta"][kind]["curve"])
         assert list(curve[:, 0]) == list(range(0, r["steps"], r["eval_every"])) + [r["steps"]]
+        cases = np.array(models["meta"][kind]["curve_cases"])      # per-case gains, 2 n_val cases per point
+        assert cases.shape == (len(curve), 2 * r["n_val"])
+        np.testing.assert_allclose(cases.mean(1), curve[:, 1], atol=1e-3)
     # the last point is the committed model's own validation PSNR gain (the curve is of the saved run)
     gain = fp.validation_psnr("regression", models["regression"], models["teacher"], models["lcm"])
     assert abs(gain - models["meta"]["regression"]["curve"][-1][1]) < 1e-3
@@ -81,6 +84,7 @@ def test_windowed_plateau_statistic_by_closed_forms():
     np.testing.assert_allclose(fp.plateau_change(dip), 0.2)
 
 
+@pytest.mark.skipif(not (fp.WEIGHTS / fp.GRID_JSON).is_file(), reason="no learning-rate grid committed")
 def test_diffusion_lr_is_the_grid_choice_and_only_its_file_depends_on_it(models):
     grid = fp.grid_log()
     assert set(fp.M4_GRID) <= set(grid), "every rate of the grid has a logged run"
@@ -95,6 +99,16 @@ def test_diffusion_lr_is_the_grid_choice_and_only_its_file_depends_on_it(models)
     with pytest.raises(RuntimeError, match="faces_pretrained"):
         fp.load_face_models(other, ("diffusion",))
     fp.load_face_models(other, ("interlcm", "regression"))
+
+
+def test_diffusion_restorer_is_conditioned_on_the_precleaned_image(models):
+    hq, lq = fp.validation_pairs(16, 4)
+    clean = fp.precleaned(lq)
+    from iclr25.diffusion.restore import regress
+    assert torch.equal(clean, regress(models["regression"], lq))
+    # the regression pre-cleaner moves the input towards the clean faces (DiffBIR's first stage)
+    from iclr25.diffusion.restore import psnr
+    assert psnr(clean, hq).mean() > psnr(lq, hq).mean()
 
 
 def test_diffusion_restorer_trains_at_its_own_rate_and_reproduces_its_first_steps(models):

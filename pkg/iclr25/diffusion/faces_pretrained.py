@@ -3,21 +3,25 @@
 >>> models = load_face_models()     # teacher, LCM, restorers (eval mode) and their training logs
 
 Made by ``python -m iclr25.diffusion.faces_pretrained`` (deterministic on one CPU thread), in three
-stages, each model its own float16 file under 2 MB:
+stages, each model its own float16 file under 2 MB, all on procedural faces
+(:mod:`~iclr25.diffusion.facegen`: every training face a fresh identity, so nothing can be memorised):
 
 1. ``faces-teacher.pt``: a :func:`~iclr25.diffusion.consistency.make_cond_unet` epsilon-predictor
-   trained on the LFW training faces (augmented) on the ``scaled_linear`` schedule;
-2. ``faces-lcm.pt``: its consistency distillation (:func:`~iclr25.diffusion.consistency.consistency_distill`);
-3. ``faces-<kind>.pt``: the trained restorers of the chapter, every one on the same degraded
-   training pairs and seed: InterLCM (``interlcm``: LQ as the state at ``t = 759``, 3 LCM steps), the
-   from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM steps from pure noise),
-   the DiffBIR-style diffusion restorer (``diffusion``: same encoders on the teacher, epsilon loss,
-   as many network passes), a regression U-Net (``regression``, same losses and passes) and InterLCM
-   trained with the LQ at a later state (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the
-   paper trains its 1-step model separately too), as many steps as InterLCM.
+   on the ``scaled_linear`` schedule;
+2. ``faces-lcm.pt``: its consistency distillation (:func:`~iclr25.diffusion.consistency.consistency_distill`),
+   1200 steps (its self-consistency error along teacher ODE trajectories, at most half the teacher's when
+   fully distilled, is checked by the chapter);
+3. ``faces-<kind>.pt``: the trained restorers of the chapter, every one on the same stream of degraded
+   training pairs and seed: the regression U-Net (``regression``), InterLCM (``interlcm``: LQ as the state at
+   ``t = 759``, 3 LCM steps), the from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM
+   steps from pure noise), the DiffBIR-style diffusion restorer (``diffusion``: the regression U-Net as its
+   first-stage pre-cleaner, then the same encoders on the teacher conditioned on the pre-cleaned image,
+   epsilon loss, as many network passes); on request (not committed, :data:`LATER_KINDS`) InterLCM trained
+   with the LQ at a later state (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the paper trains its
+   1-step model separately too), as many steps as InterLCM.
 
 Every restorer's validation curve (PSNR gain over the input on the validation faces) is logged in its
-file's ``meta["curve"]``.
+file's ``meta["curve"]`` (mean) and ``meta["curve_cases"]`` (per case).
 
 Chapters never retrain silently: a missing file, or one made with another recipe, raises an error
 naming the script.
@@ -33,26 +37,29 @@ import torch
 import torch.nn.functional as F
 
 from iclr25.diffusion.consistency import consistency_distill, make_cond_unet, train_teacher
-from iclr25.diffusion.degrade import SEVERITY, augment, degrade_batch, face_split, lfw_faces
+from iclr25.diffusion.degrade import SEVERITY, degrade_batch
+from iclr25.diffusion.facegen import face_stream, faces
 from iclr25.diffusion.restore import (PerceptualLoss, Restorer, diffusion_restore, eps_loss, interlcm_restore, psnr,
                                       regress, regression_unet, train_restorer)
 
 SCRIPT = "python -m iclr25.diffusion.faces_pretrained"
 WEIGHTS = Path(__file__).resolve().parent / "weights"
-KINDS = ("interlcm", "fromnoise", "diffusion", "regression", "interlcm-499", "interlcm-259")
-"""The trained restorers (see the module docstring); ``interlcm-499`` and ``interlcm-259`` are InterLCM's
-encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the paper
-trains its 1-step model separately."""
+KINDS = ("regression", "interlcm", "fromnoise", "diffusion")
+"""The committed trained restorers (see the module docstring)."""
+LATER_KINDS = ("interlcm-499", "interlcm-259")
+"""InterLCM's encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the
+paper trains its 1-step model separately: made by the script on request
+(``python -m iclr25.diffusion.faces_pretrained interlcm-499 interlcm-259``), not committed."""
 STARTS = {"interlcm-499": 2, "interlcm-259": 3}
 """The LCM step index at which the later-start InterLCM variants place the low-quality image (4-step
 schedule ``[999, 759, 499, 259]``: 2 and 1 network calls)."""
-FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}.pt" for k in KINDS}}
-RECIPE = dict(res=16, channels=(16, 32), init_seed=0, data_seed=0,
-              teacher=dict(steps=600, batch_size=32, lr=2e-3, warmup=50),
-              lcm=dict(steps=200, batch_size=32, lr=3e-4, skip=20, ema=0.95),
-              restorer=dict(steps=800, batch_size=16, lr=2e-3, warmup=20, eval_every=50, perceptual=1.0, start=1,
-                            num_steps=4, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2),
-                            degradation=SEVERITY["train"], lr_of=dict(diffusion=4e-3)))
+FILES = {"teacher": "faces-teacher.pt", "lcm": "faces-lcm.pt", **{k: f"faces-{k}.pt" for k in KINDS + LATER_KINDS}}
+RECIPE = dict(res=16, channels=(16, 32), data="procedural", init_seed=0, data_seed=0,
+              teacher=dict(steps=1000, batch_size=32, lr=2e-3, warmup=50),
+              lcm=dict(steps=1200, batch_size=32, lr=1e-3, skip=20, ema=0.95),
+              restorer=dict(steps=400, batch_size=16, lr=2e-3, warmup=20, eval_every=25, perceptual=1.0, start=1,
+                            num_steps=4, n_val=20, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2),
+                            degradation=SEVERITY["train"], lr_of=dict(diffusion=1e-3)))
 """The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
 ``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
 is one); the diffusion restorer and the regression U-Net get as many passes as InterLCM
@@ -64,7 +71,7 @@ kind: the diffusion restorer's rate chosen on its own grid (:data:`M4_GRID`, ``m
 training degradation ranges (:data:`~iclr25.diffusion.degrade.SEVERITY`), so restorers trained on other
 ranges are refused as stale."""
 
-M4_GRID = (1e-4, 3e-4, 1e-3, 2e-3, 4e-3, 8e-3)
+M4_GRID = (3e-4, 1e-3, 4e-3)
 """The diffusion restorer's learning-rate grid (the brief's {1e-4, 3e-4, 1e-3}, InterLCM's 2e-3, then 4e-3 and 8e-3,
 added while the best rate sat at the grid's upper edge), each run
 with the same budget in passes and validation curve as the committed restorers; the rate kept in
@@ -105,19 +112,20 @@ def lr_for(kind: str, recipe: dict = RECIPE) -> float:
     return r.get("lr_of", {}).get(kind, r["lr"])
 
 
-def train_faces(res: int = 16, seed: int = 0) -> torch.Tensor:
-    """The training faces ``(70, 1, res, res)`` (the split of :func:`~iclr25.diffusion.degrade.face_split`)."""
-    return lfw_faces(res)[face_split(seed=seed)["train"]]
+def reference_faces(n: int = 2000, res: int = 16) -> torch.Tensor:
+    """``n`` faces of the fixed ``reference`` identities (:mod:`~iclr25.diffusion.facegen`): the distribution the
+    quality metric compares with, and what the eigenface identity proxy is fitted on (never a test identity)."""
+    return faces(n, "reference", res)[0]
 
 
 def face_source(res: int = 16, seed: int = 0):
-    """``source(n, g)``: ``n`` augmented training faces drawn with replacement."""
-    faces = train_faces(res, seed)
-    return lambda n, g: augment(faces[torch.randint(0, len(faces), (n,), generator=g)], g)
+    """``source(n, g)``: ``n`` faces of fresh procedural identities drawn from ``g`` (``seed`` unused: the
+    training stream is set by the training generator)."""
+    return face_stream(res)
 
 
 def pair_source(res: int = 16, seed: int = 0):
-    """``pairs(n, g)``: ``(hq, lq)`` batches, augmented training faces and their random degradations
+    """``pairs(n, g)``: ``(hq, lq)`` batches, fresh procedural faces and their random degradations
     (the numpy degradation seed drawn from ``g``)."""
     src = face_source(res, seed)
 
@@ -137,10 +145,12 @@ def _save(name: str, state: dict, meta: dict, path: Path | None = None) -> None:
 def _make_restorer(kind: str, recipe: dict, path: Path | None = None) -> dict:
     """Train restorer ``kind`` on the committed teacher and LCM and save it (to ``path``, default its committed
     file) with its recipe, losses, validation curve and seconds; returns that metadata."""
-    m = load_face_models(recipe, ("teacher", "lcm"))
+    needs_lcm = kind not in ("diffusion", "regression")
+    m = load_face_models(recipe, ("teacher", "lcm") if needs_lcm else ("teacher",))
     t0, curve = time.time(), []
-    model, losses = fit_restorer(kind, m["teacher"], m["lcm"], recipe, curve=curve)
-    meta = {"recipe": stage_recipe(kind, recipe), "losses": losses, "curve": curve, "seconds": time.time() - t0}
+    model, losses = fit_restorer(kind, m["teacher"], m.get("lcm"), recipe, curve=curve)
+    meta = {"recipe": stage_recipe(kind, recipe), "losses": losses, "curve": [c[:2] for c in curve],
+            "curve_cases": [c[2] for c in curve], "seconds": time.time() - t0}
     _save(kind, model.state_dict(), meta, path)
     return meta
 
@@ -158,11 +168,12 @@ def _load(name: str, recipe: dict) -> dict:
 
 def stage_recipe(name: str, recipe: dict = RECIPE) -> dict:
     """The part of ``recipe`` that stage ``name`` (``teacher``, ``lcm`` or a restorer kind) depends on."""
-    keep = {"teacher": ("teacher",), "lcm": ("teacher", "lcm")}.get(name, ("teacher", "lcm", "restorer"))
+    keep = {"teacher": ("teacher",), "lcm": ("teacher", "lcm"), "regression": ("teacher", "restorer"),
+            "diffusion": ("teacher", "restorer")}.get(name, ("teacher", "lcm", "restorer"))
     out = {k: v for k, v in recipe.items() if not isinstance(v, dict) or k in keep}
     if "restorer" in out:      # a restorer depends on its own rate only (``lr_of`` folded into ``lr``)
         r = {k: v for k, v in out["restorer"].items() if k != "lr_of"}
-        out["restorer"] = {**r, "lr": lr_for(name, recipe)} if name in KINDS else r
+        out["restorer"] = {**r, "lr": lr_for(name, recipe)} if name in KINDS + LATER_KINDS else r
     return _plain(out)
 
 
@@ -177,6 +188,7 @@ def _plain(obj):
 def fit_teacher(recipe: dict = RECIPE, stop_after: int | None = None, progress=None):
     """Stage 1: the teacher (eval mode) and its losses."""
     unet = make_cond_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
+    torch.manual_seed(recipe["init_seed"])
     r = recipe["teacher"]
     losses = train_teacher(unet, face_source(recipe["res"], recipe["data_seed"]), r["steps"], r["batch_size"],
                            r["lr"], r["warmup"], seed=recipe["data_seed"], stop_after=stop_after, progress=progress)
@@ -205,8 +217,8 @@ def restorer_losses(kind: str, teacher, lcm, recipe: dict = RECIPE):
         return model, lambda hq, lq, g: recon(regress(model, lq), hq)
     base = teacher if kind == "diffusion" else lcm
     model = Restorer(base, seed=recipe["init_seed"])
-    if kind == "diffusion":
-        return model, lambda hq, lq, g: eps_loss(teacher, model, hq, lq, g)
+    if kind == "diffusion":           # DiffBIR: the ControlNet sees the pre-cleaned image
+        return model, lambda hq, lq, g: eps_loss(teacher, model, hq, precleaned(lq, recipe), g)
     start = start_of(kind, recipe)
     return model, lambda hq, lq, g: recon(interlcm_restore(lcm, model, lq, start, r["num_steps"], g), hq)
 
@@ -230,10 +242,10 @@ def _per_kind(n: int, kind: str, recipe: dict) -> int:
     return n * r["passes"]["interlcm"] // r["passes"][kind]
 
 
-def validation_pairs(res: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(hq, lq)`` ``(20, 1, res, res)``: the 10 validation faces of :func:`~iclr25.diffusion.degrade.face_split`,
-    each degraded once ``mild`` and once ``severe`` (numpy seed 2000, as the chapter's validation set)."""
-    val = lfw_faces(res)[face_split(seed=seed)["val"]]
+def validation_pairs(res: int = 16, n: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hq, lq)`` ``(2 n, 1, res, res)``: the ``n`` validation identities, each degraded once ``mild`` and once
+    ``severe`` (numpy seed 2000, as the chapter's validation set)."""
+    val = faces(n, "val", res)[0]
     rng = np.random.default_rng(2000)
     return torch.cat([val, val]), torch.cat([degrade_batch(val, rng, "mild"), degrade_batch(val, rng, "severe")])
 
@@ -248,15 +260,34 @@ def restore(kind: str, model, lq: torch.Tensor, teacher, lcm, recipe: dict = REC
     if kind == "regression":
         return regress(model, lq)
     if kind == "diffusion":
-        return diffusion_restore(teacher, model, lq, 50, None, generator)
+        return diffusion_restore(teacher, model, precleaned(lq, recipe), 50, None, generator)
     return interlcm_restore(lcm, model, lq, start_of(kind, recipe), r["num_steps"], generator)
+
+
+def validation_gains(kind: str, model, teacher, lcm, recipe: dict = RECIPE) -> np.ndarray:
+    """Per-case PSNR gain over the degraded input (dB) of ``model`` on :func:`validation_pairs` (sampler noise
+    seed 3000)."""
+    hq, lq = validation_pairs(recipe["res"], recipe["restorer"]["n_val"])
+    out = restore(kind, model, lq, teacher, lcm, recipe, torch.Generator().manual_seed(3000))
+    return (psnr(out, hq) - psnr(lq, hq)).cpu().numpy()
 
 
 def validation_psnr(kind: str, model, teacher, lcm, recipe: dict = RECIPE) -> float:
     """Mean PSNR gain over the degraded input (dB) of ``model`` on :func:`validation_pairs` (sampler noise seed 3000)."""
-    hq, lq = validation_pairs(recipe["res"], recipe["data_seed"])
-    out = restore(kind, model, lq, teacher, lcm, recipe, torch.Generator().manual_seed(3000))
-    return float((psnr(out, hq) - psnr(lq, hq)).mean())
+    return float(validation_gains(kind, model, teacher, lcm, recipe).mean())
+
+
+_PRECLEANER: dict = {}
+
+
+def precleaned(lq: torch.Tensor, recipe: dict = RECIPE) -> torch.Tensor:
+    """DiffBIR's first stage: ``lq`` cleaned by the committed regression U-Net (the diffusion restorer's condition)."""
+    key = repr(stage_recipe("regression", recipe))
+    if key not in _PRECLEANER:
+        _PRECLEANER[key] = load_face_models(recipe, ("regression",))["regression"]
+    model = _PRECLEANER[key].to(lq.device)
+    with torch.no_grad():
+        return regress(model, lq)
 
 
 def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int | None = None, progress=None,
@@ -270,14 +301,16 @@ def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int
 
     def on_step(s: int) -> None:
         if curve is not None and s % every == 0:
-            curve.append((s * r["eval_every"] // every, validation_psnr(kind, model, teacher, lcm, recipe)))
+            gains = validation_gains(kind, model, teacher, lcm, recipe)
+            curve.append((s * r["eval_every"] // every, float(gains.mean()), [round(float(v), 4) for v in gains]))
 
     losses = train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
                             n, r["batch_size"], lr_for(kind, recipe), seed=recipe["data_seed"] + 2,
                             stop_after=stop_after, progress=progress, warmup=_per_kind(r["warmup"], kind, recipe),
                             on_step=on_step)
     if curve is not None and stop_after is None:
-        curve.append((r["steps"], validation_psnr(kind, model, teacher, lcm, recipe)))
+        gains = validation_gains(kind, model, teacher, lcm, recipe)
+        curve.append((r["steps"], float(gains.mean()), [round(float(v), 4) for v in gains]))
     return model.eval().requires_grad_(False), losses
 
 
@@ -297,7 +330,7 @@ def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -
         lcm, losses = fit_lcm(teacher, recipe)
         _save("lcm", lcm.state_dict(), {"recipe": stage_recipe("lcm", recipe), "losses": losses, "seconds": time.time() - t0})
         print(f"lcm {time.time() - t0:.0f} s, loss {np.mean(losses[:30]):.4f} -> {np.mean(losses[-30:]):.4f}", flush=True)
-    for kind in KINDS:
+    for kind in KINDS + LATER_KINDS:
         if kind in stages:
             meta = _make_restorer(kind, recipe)
             losses = meta["losses"]
@@ -348,12 +381,13 @@ def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
     and the restorers of :data:`KINDS` named in ``which``; ``meta`` holds each file's training log."""
     out: dict = {"meta": {}}
     for name in ("teacher", "lcm"):
-        if name in which or any(k in which for k in KINDS):
+        if name in which or any(k in which for k in KINDS + LATER_KINDS
+                                if name == "teacher" or k not in ("diffusion", "regression")):
             ck = _load(name, recipe)
             unet = make_cond_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"])
             unet.load_state_dict({k: v.float() for k, v in ck["state_dict"].items()})
             out[name], out["meta"][name] = unet.to(device).eval().requires_grad_(False), ck["meta"]
-    for kind in KINDS:
+    for kind in KINDS + LATER_KINDS:
         if kind in which:
             ck = _load(kind, recipe)
             model = (regression_unet(recipe["res"], recipe["channels"], seed=recipe["init_seed"]) if kind == "regression"

@@ -197,7 +197,7 @@ def train_restorer(loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Generato
 def eps_loss(unet: UNet2DConditionModel, restorer: Restorer, hq: torch.Tensor, lq: torch.Tensor,
              g: torch.Generator) -> torch.Tensor:
     """The conditional diffusion loss ``|| eps - eps_theta(x_t, t; lq) ||^2`` (``t`` uniform): how a
-    diffusion restorer's encoders are trained (the sampler is too long to back-propagate through)."""
+    diffusion restorer's encoders are trained (DiffBIR's stage-2 loss; no loss through the sampler)."""
     t = torch.randint(0, SCHEDULE["num_train_timesteps"], (hq.shape[0],), generator=g).to(hq.device)
     eps = torch.randn(hq.shape, generator=g).to(hq.device)
     ab = alpha_bar(t).view(-1, 1, 1, 1)
