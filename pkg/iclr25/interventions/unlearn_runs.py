@@ -7,13 +7,13 @@ the one the utility metric reads; a retain set that never shows it leaves it unp
 retain set covers it, and the utility an unlearner keeps is measured on the other half of the
 persons, whose hobbies never appear in any retain text (:func:`heldout_hobby`).
 
-The grids (:data:`GRIDS`: GA over learning rate and steps; GD over learning rate, steps and retain
-weight; RMU over the steered layer, the steering coefficient and the learning rate) take a few CPU
+The grids (:data:`GRIDS`: GA over learning rate and steps, 16 settings; GD over learning rate, steps and retain
+weight, 24; RMU over the steered layer, the steering coefficient and the learning rate) take a few CPU
 minutes at the tuning seed, more than the chapter's budget, so ``python -m
 iclr25.interventions.unlearn_runs`` runs them and writes ``iclr25/lm/weights/
 interventions-unlearn-tuning.json`` (recipe, seed, torch version, every setting's forget accuracy
 and held-out hobby accuracy, sha256 of the results); the chapter loads it, checks the digest, and
-re-runs the chosen settings live to show they match (:func:`tune_run` is the one function both use).
+re-runs the chosen RMU setting live to show it matches (:func:`tune_run` is the one function both use).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ TUNE_SEED = 1000                 # the chapter's tune_seed at seed 0; evaluation
 FORGET_TARGET = 0.35             # forget accuracy (4-way multiple choice, chance 0.25) to reach
 N_FORGET, N_RETAIN, N_HOBBY = 120, 120, 120
 GRIDS = {
-    "GA": [dict(lr=lr, steps=st) for lr, st in itertools.product([3e-4, 1e-3, 3e-3, 1e-2], [10, 30, 60])],
-    "GD": [dict(lr=lr, steps=st, rw=rw) for lr, st, rw in itertools.product([1e-3, 3e-3, 1e-2], [20, 60], [1.0, 3.0, 10.0])],
+    "GA": [dict(lr=lr, steps=st) for lr, st in itertools.product([3e-4, 1e-3, 3e-3, 1e-2], [10, 30, 60, 120])],
+    "GD": [dict(lr=lr, steps=st, rw=rw) for lr, st, rw in itertools.product([1e-3, 3e-3, 1e-2, 3e-2], [20, 60], [1.0, 3.0, 10.0])],
     "RMU": [dict(layer=l, c=c, lr=lr, alpha=10.0, steps=60)
             for l, c, lr in itertools.product([0, 1], [100.0, 200.0, 400.0, 800.0], [3e-2, 6e-2, 1.2e-1])],
 }
