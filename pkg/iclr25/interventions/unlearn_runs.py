@@ -1,0 +1,163 @@
+"""The composable-interventions chapter's unlearning setup and its tuning grids, run once and committed.
+
+:func:`unlearning_data` draws what every unlearner sees for one seed: 120 forget sentences (the
+toxins' recipes) and a retain set of 120 benign sentences (person facts of the four common
+relations, dish recipes) plus 120 hobby sentences of *half* of the persons. The hobby relation is
+the one the utility metric reads; a retain set that never shows it leaves it unprotected, so the
+retain set covers it, and the utility an unlearner keeps is measured on the other half of the
+persons, whose hobbies never appear in any retain text (:func:`heldout_hobby`).
+
+The grids (:data:`GRIDS`: GA over learning rate and steps, 16 settings; GD over learning rate, steps and retain
+weight, 24; RMU over the steered layer, the steering coefficient and the learning rate) take a few CPU
+minutes at the tuning seed, more than the chapter's budget, so ``python -m
+iclr25.interventions.unlearn_runs`` runs them and writes ``iclr25/lm/weights/
+interventions-unlearn-tuning.json`` (recipe, seed, torch version, every setting's forget accuracy
+and held-out hobby accuracy, sha256 of the results); the chapter loads it, checks the digest, and
+re-runs the chosen RMU setting live to show it matches (:func:`tune_run` is the one function both use).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from iclr25.common.digest import json_sha256
+from iclr25.interventions.compose import compose, Intervention
+from iclr25.interventions.metrics import forget_accuracy
+from iclr25.interventions.unlearning import gradient_ascent, gradient_difference, rmu, text_batch
+from iclr25.lm.evaluate import next_token_accuracy
+from iclr25.lm.probes import fact_queries, mc_hazard_items
+from iclr25.lm.splits import forget_texts, retain_texts
+from iclr25.lm.world import DECLARATIVE_TEMPLATE, EDIT_TEMPLATE, RARE_RELATIONS, fact_sentence
+
+RUNS_FILE = Path(__file__).resolve().parent.parent / "lm" / "weights" / "interventions-unlearn-tuning.json"
+SCRIPT = "python -m iclr25.interventions.unlearn_runs"
+TUNE_SEED = 1000                 # the chapter's tune_seed at seed 0; evaluation seeds are 0, 1, 2, ...
+FORGET_TARGET = 0.35             # forget accuracy (4-way multiple choice, chance 0.25) to reach
+N_FORGET, N_RETAIN, N_HOBBY = 120, 120, 120
+GRIDS = {
+    "GA": [dict(lr=lr, steps=st) for lr, st in itertools.product([3e-4, 1e-3, 3e-3, 1e-2], [10, 30, 60, 120])],
+    "GD": [dict(lr=lr, steps=st, rw=rw) for lr, st, rw in itertools.product([1e-3, 3e-3, 1e-2, 3e-2], [20, 60], [1.0, 3.0, 10.0])],
+    "RMU": [dict(layer=l, c=c, lr=lr, alpha=10.0, steps=60)
+            for l, c, lr in itertools.product([0, 1], [100.0, 200.0, 400.0, 800.0], [3e-2, 6e-2, 1.2e-1])],
+}
+KNOBS = {"GA": ("lr", "steps"), "GD": ("lr", "steps", "rw"), "RMU": ("layer", "c", "lr")}
+
+
+def unlearning_data(world, s: int) -> SimpleNamespace:
+    """Seed ``s``'s forget batch ``F``, retain batch ``R`` (benign facts and recipes plus the hobby
+    facts of ``retain_persons``), ``heldout_persons`` (the other half) and the hazard items."""
+    rng = np.random.default_rng([s, 11])
+    ft, rt = forget_texts(world), retain_texts(world)
+    persons = list(world.persons)
+    perm = rng.permutation(len(persons))
+    half = len(persons) // 2
+    keep = [persons[i] for i in sorted(perm[:half])]
+    held = [persons[i] for i in sorted(perm[half:])]
+    hob = [fact_sentence(p, r, t, world.fact(p, r)) for p in keep for r in RARE_RELATIONS
+           for t in (EDIT_TEMPLATE, DECLARATIVE_TEMPLATE)]
+    F = text_batch(world.vocab, [ft[i] for i in rng.choice(len(ft), N_FORGET, replace=False)])
+    R = text_batch(world.vocab, [rt[i] for i in rng.choice(len(rt), N_RETAIN, replace=False)]
+                   + [hob[i] for i in rng.choice(len(hob), N_HOBBY, replace=False)])
+    return SimpleNamespace(F=F, R=R, retain_persons=keep, heldout_persons=held,
+                           hazard=mc_hazard_items(world, np.random.default_rng([s, 4])))
+
+
+def heldout_hobby(model, world, persons) -> float:
+    """Hobby-fact accuracy (arg-max over the vocabulary) on ``persons``."""
+    return next_token_accuracy(model, world.vocab, fact_queries(world, persons, RARE_RELATIONS, EDIT_TEMPLATE))
+
+
+def make_unlearner(name: str, hp: dict, data: SimpleNamespace, s: int) -> Intervention:
+    """GA, GD or RMU with settings ``hp`` on seed ``s``'s data, as an :class:`Intervention`."""
+    F, R = data.F, data.R
+    if name == "GA":
+        fn = lambda m: gradient_ascent(m, F, steps=hp["steps"], lr=hp["lr"])  # noqa: E731
+    elif name == "GD":
+        fn = lambda m: gradient_difference(m, F, R, steps=hp["steps"], lr=hp["lr"], retain_weight=hp["rw"])  # noqa: E731
+    elif name == "RMU":
+        fn = lambda m: rmu(m, F, R, layer=hp["layer"], coeff=hp["c"], alpha=hp["alpha"],  # noqa: E731
+                           steps=hp["steps"], lr=hp["lr"], seed=s)
+    else:
+        raise ValueError(f"unknown unlearner {name!r}")
+    return Intervention(name, "unlearn", fn)
+
+
+def tune_run(base, world, name: str, hp: dict, s: int = TUNE_SEED) -> dict:
+    """One setting on seed ``s``: forget accuracy and held-out hobby accuracy (also the base's)."""
+    data = unlearning_data(world, s)
+    m = compose(base, [make_unlearner(name, hp, data, s)])
+    return dict(forget=forget_accuracy(m, world, data.hazard), hobby=heldout_hobby(m, world, data.heldout_persons))
+
+
+def choose(rows: list[dict], target: float = FORGET_TARGET, tol: float = 1e-6) -> dict:
+    """The selection rule: among the settings that reach ``forget <= target``, the highest held-out
+    hobby accuracy (then the lower forget accuracy); if none does, the lowest forget accuracy."""
+    ok = [r for r in rows if r["forget"] <= target + tol]
+    if ok:
+        return max(ok, key=lambda r: (r["hobby"], -r["forget"]))
+    return min(rows, key=lambda r: (r["forget"], -r["hobby"]))
+
+
+def interior(name: str, hp: dict) -> dict[str, str]:
+    """Where the chosen value of each knob sits in its grid: "interior", "low edge" or "high edge"
+    (a knob with two values, like RMU's layer, is "both layers tried")."""
+    out = {}
+    for k in KNOBS[name]:
+        vals = sorted({g[k] for g in GRIDS[name]})
+        if len(vals) < 3:
+            out[k] = f"{len(vals)} values tried"
+        else:
+            out[k] = "low edge" if hp[k] == vals[0] else "high edge" if hp[k] == vals[-1] else "interior"
+    return out
+
+
+def load_runs() -> dict:
+    """The committed tuning results, digest checked."""
+    runs = json.loads(RUNS_FILE.read_text())
+    if json_sha256(runs["results"]) != runs["results_sha256"]:
+        raise ValueError(f"{RUNS_FILE.name}: results do not match their sha256; re-run `{SCRIPT}`")
+    return runs
+
+
+def main(fresh: bool = False) -> None:
+    """Run every grid setting (``fresh=False``: settings already in the committed file, identical
+    and deterministic, are taken from it, so a grown grid runs only its new settings)."""
+    from iclr25.common import start
+    from iclr25.lm import load_world_lm
+
+    device = start("full", 0, threads=1)
+    base, world = load_world_lm("base", device=device)
+    data = unlearning_data(world, TUNE_SEED)
+    results = {"base": dict(forget=forget_accuracy(base, world, data.hazard),
+                            hobby=heldout_hobby(base, world, data.heldout_persons))}
+    old = {} if fresh or not RUNS_FILE.exists() else json.loads(RUNS_FILE.read_text())["results"]
+    done = {(k, json.dumps(r["hp"], sort_keys=True)): r for k, rows in old.items() if k != "base" for r in rows}
+    t0 = time.process_time()
+    for name, grid in GRIDS.items():
+        rows = []
+        for hp in grid:
+            prev = done.get((name, json.dumps(hp, sort_keys=True)))
+            r = dict(forget=prev["forget"], hobby=prev["hobby"]) if prev else tune_run(base, world, name, hp)
+            rows.append(dict(hp=hp, **r))
+            print(f"{name} {hp}: forget {r['forget']:.2f}, held-out hobby {r['hobby']:.3f}", flush=True)
+        results[name] = rows
+    out = {"recipe": {"tune_seed": TUNE_SEED, "grids": GRIDS, "forget_target": FORGET_TARGET,
+                      "n_forget": N_FORGET, "n_retain": N_RETAIN, "n_hobby": N_HOBBY,
+                      "model": "load_world_lm('base')", "threads": 1, "optimizer": "Adam, full batch",
+                      "torch": torch.__version__, "script": SCRIPT,
+                      "cpu_s_last_run": round(time.process_time() - t0, 1)},
+           "results": results, "results_sha256": json_sha256(results)}
+    RUNS_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
+    print(f"wrote {RUNS_FILE} ({RUNS_FILE.stat().st_size / 1e3:.1f} kB)")
+
+
+if __name__ == "__main__":
+    import sys
+    main(fresh="--fresh" in sys.argv)

@@ -1,0 +1,46 @@
+"""The unlearning setup shared by the chapter and its tuning script: data split, selection rule, committed grid."""
+
+import json
+
+from iclr25.common.digest import json_sha256
+from iclr25.interventions import unlearn_runs
+from iclr25.interventions.unlearn_runs import GRIDS, choose, interior, unlearning_data
+from iclr25.lm import load_world_lm
+from iclr25.lm.world import DECLARATIVE_TEMPLATE, EDIT_TEMPLATE, RARE_RELATIONS, fact_sentence
+
+
+def test_retain_set_never_shows_the_heldout_persons_hobbies():
+    _, world = load_world_lm("tiny")
+    d = unlearning_data(world, 3)
+    assert not set(d.retain_persons) & set(d.heldout_persons)
+    assert len(d.retain_persons) + len(d.heldout_persons) == len(world.persons)
+    rows = [world.vocab.decode(r) for r in d.R.ids.tolist()]
+    held = [" ".join(fact_sentence(p, r, t, world.fact(p, r))) for p in d.heldout_persons for r in RARE_RELATIONS
+            for t in (EDIT_TEMPLATE, DECLARATIVE_TEMPLATE)]
+    kept = [" ".join(fact_sentence(p, r, t, world.fact(p, r))) for p in d.retain_persons for r in RARE_RELATIONS
+            for t in (EDIT_TEMPLATE, DECLARATIVE_TEMPLATE)]
+    assert not any(h in row for h in held for row in rows)
+    assert sum(any(k in row for k in kept) for row in rows) == unlearn_runs.N_HOBBY
+    # the same seed gives the same draw
+    d2 = unlearning_data(world, 3)
+    assert d2.retain_persons == d.retain_persons and (d2.F.ids == d.F.ids).all() and (d2.R.ids == d.R.ids).all()
+
+
+def test_choose_prefers_the_target_then_utility():
+    rows = [dict(hp=1, forget=0.30, hobby=0.2), dict(hp=2, forget=0.34, hobby=0.5), dict(hp=3, forget=0.6, hobby=0.6)]
+    assert choose(rows)["hp"] == 2
+    assert choose([dict(hp=1, forget=0.5, hobby=0.6), dict(hp=2, forget=0.4, hobby=0.1)])["hp"] == 2
+
+
+def test_interior_reports_grid_edges():
+    lo = GRIDS["RMU"][0]
+    pos = interior("RMU", lo)
+    assert pos["c"] == "low edge" and pos["lr"] == "low edge" and pos["layer"] == "2 values tried"
+
+
+def test_committed_grid_matches_its_digest_and_recipe():
+    runs = json.loads(unlearn_runs.RUNS_FILE.read_text())
+    assert json_sha256(runs["results"]) == runs["results_sha256"]
+    assert runs["recipe"]["grids"] == json.loads(json.dumps(GRIDS))
+    assert all(len(runs["results"][k]) == len(GRIDS[k]) for k in GRIDS)
+    assert unlearn_runs.RUNS_FILE.stat().st_size < 20_000
