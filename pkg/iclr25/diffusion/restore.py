@@ -211,8 +211,8 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 class Eigenfaces:
-    """The identity proxy (a stand-in for ArcFace): PCA codes (``k`` components fitted on the training
-    faces, :class:`sklearn.decomposition.PCA`); identity similarity is the cosine of the codes."""
+    """The identity proxy (a stand-in for ArcFace): PCA codes (``k`` components fitted on the faces
+    passed in, the chapter's reference faces, :class:`sklearn.decomposition.PCA`); identity similarity is the cosine of the codes."""
 
     def __init__(self, train: torch.Tensor, k: int = 16):
         from sklearn.decomposition import PCA
