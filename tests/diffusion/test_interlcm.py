@@ -13,7 +13,7 @@ from iclr25.diffusion.consistency import (alpha_bar, consistency_fn, ddim_step, 
                                           make_cond_unet, predict_x0, pseudo_huber, renoise)
 from iclr25.diffusion.degrade import Degradation, degrade, degrade_batch, gaussian_kernel
 from iclr25.diffusion.facegen import faces as face_set
-from iclr25.diffusion.restore import Eigenfaces, Restorer, interlcm_restore, psnr, ssim
+from iclr25.diffusion.restore import Eigenfaces, Restorer, frechet, interlcm_restore, psnr, ssim
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +179,21 @@ def test_train_restorer_schedule_and_validation_hook_leave_training_unchanged() 
     from iclr25.common.optim import warmup_cosine
     f = warmup_cosine(2, 6)
     assert abs(f(0) - 0.5) < 1e-12 and abs(f(1) - 0.5 * (1 + np.cos(np.pi / 6))) < 1e-12 and abs(f(6)) < 1e-12
+
+
+def _exact_moments(n: int, mean: np.ndarray, sd: np.ndarray, seed: int) -> np.ndarray:
+    """``n`` samples whose sample mean is ``mean`` and sample covariance ``diag(sd^2)`` exactly."""
+    x = np.random.default_rng(seed).standard_normal((n, len(mean)))
+    x -= x.mean(0)
+    x = x @ np.linalg.inv(np.linalg.cholesky(np.cov(x, rowvar=False))).T      # whitened: sample cov = I
+    return mean + x * sd
+
+
+def test_frechet_distance_matches_the_closed_form_for_diagonal_gaussians() -> None:
+    # for diagonal covariances FD = |m_a - m_b|^2 + sum_i (s_a,i - s_b,i)^2
+    ma, sa = np.array([0.0, 1.0, -2.0]), np.array([1.0, 2.0, 0.5])
+    mb, sb = np.array([1.0, 1.0, 0.0]), np.array([3.0, 1.0, 0.5])
+    a, b = _exact_moments(200, ma, sa, 0), _exact_moments(300, mb, sb, 1)
+    closed = ((ma - mb) ** 2).sum() + ((sa - sb) ** 2).sum()
+    assert abs(frechet(a, b) - closed) < 1e-8
+    assert abs(frechet(a, a)) < 1e-8 and abs(frechet(a, b) - frechet(b, a)) < 1e-8
