@@ -73,15 +73,12 @@ def test_committed_restorers_log_their_validation_curve(models):
     assert abs(gain - models["meta"]["regression"]["curve"][-1][1]) < 1e-3
 
 
-def test_windowed_plateau_statistic_by_closed_forms():
+def test_late_mean_by_closed_forms():
     steps = np.arange(0, 801, 50)
-    assert fp.plateau_change(np.c_[steps, np.full(len(steps), -3.0)]) == 0.0      # a flat curve moves by nothing
-    # a line of slope a: windows {200..400} and {600..800} have means 300 a and 700 a
-    np.testing.assert_allclose(fp.plateau_change(np.c_[steps, 0.01 * steps]), 4.0)
+    assert fp.late_mean(np.c_[steps, np.full(len(steps), -3.0)]) == -3.0          # a flat curve
+    # a line: the last-quarter window {600..800} has mean 700 a; the window {200..400} has mean 300 a
     np.testing.assert_allclose(fp.late_mean(np.c_[steps, steps]), 700.0)
-    # one dip in the early window moves the windowed statistic by a fifth of what it moves the two-point rule
-    dip = np.c_[steps, np.where(steps == 200, -1.0, 0.0)]
-    np.testing.assert_allclose(fp.plateau_change(dip), 0.2)
+    np.testing.assert_allclose(fp.late_mean(np.c_[steps, 0.01 * steps], 0.25, 0.5), 3.0)
 
 
 @pytest.mark.skipif(not (fp.WEIGHTS / fp.GRID_JSON).is_file(), reason="no learning-rate grid committed")

@@ -11,9 +11,9 @@ import torch
 
 from iclr25.diffusion.consistency import (alpha_bar, consistency_fn, ddim_step, lcm_sample, lcm_scheduler,
                                           make_cond_unet, predict_x0, pseudo_huber, renoise)
-from iclr25.diffusion.degrade import (Degradation, augment, degrade, degrade_batch, face_split, gaussian_kernel,
-                                      lfw_faces)
-from iclr25.diffusion.restore import Eigenfaces, Restorer, interlcm_restore, psnr, ssim
+from iclr25.diffusion.degrade import Degradation, degrade, degrade_batch, gaussian_kernel
+from iclr25.diffusion.facegen import faces as face_set
+from iclr25.diffusion.restore import Eigenfaces, Restorer, frechet, interlcm_restore, psnr, ssim
 
 
 @pytest.fixture(scope="module")
@@ -90,18 +90,8 @@ def test_gradients_flow_through_the_sampler_into_the_encoders_only(unet) -> None
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in r.parameters())
 
 
-def test_faces_split_and_augment() -> None:
-    faces = lfw_faces(16)
-    assert faces.shape == (100, 1, 16, 16) and faces.min() >= -1 and faces.max() <= 1
-    sp = face_split()
-    allidx = np.concatenate(list(sp.values()))
-    assert len(allidx) == 100 and len(set(allidx.tolist())) == 100
-    a = augment(faces[:8], torch.Generator().manual_seed(0))
-    assert a.shape == (8, 1, 16, 16) and a.min() >= -1 and a.max() <= 1
-
-
 def test_degradation_identity_and_determinism() -> None:
-    faces = lfw_faces(16)[:4]
+    faces = face_set(4, "test", 16)[0]
     assert torch.allclose(gaussian_kernel(1.0).sum(), torch.tensor(1.0))
     # no blur, no resize, no noise, best JPEG: only 8-bit JPEG rounding remains
     mild = degrade(faces[0], Degradation(sigma=1e-3, r=1.0, noise=0.0, jpeg=100), np.random.default_rng(0))
@@ -135,7 +125,7 @@ def test_metrics_agree_with_skimage() -> None:
 
 
 def test_eigenface_identity_is_scale_invariant_and_maximal_on_itself() -> None:
-    faces = lfw_faces(16)
+    faces = face_set(75, "reference", 16)[0]
     e = Eigenfaces(faces[:70], k=16)
     x = faces[70:75]
     assert np.allclose(e.cos(x, x), 1.0)
@@ -189,3 +179,21 @@ def test_train_restorer_schedule_and_validation_hook_leave_training_unchanged() 
     from iclr25.common.optim import warmup_cosine
     f = warmup_cosine(2, 6)
     assert abs(f(0) - 0.5) < 1e-12 and abs(f(1) - 0.5 * (1 + np.cos(np.pi / 6))) < 1e-12 and abs(f(6)) < 1e-12
+
+
+def _exact_moments(n: int, mean: np.ndarray, sd: np.ndarray, seed: int) -> np.ndarray:
+    """``n`` samples whose sample mean is ``mean`` and sample covariance ``diag(sd^2)`` exactly."""
+    x = np.random.default_rng(seed).standard_normal((n, len(mean)))
+    x -= x.mean(0)
+    x = x @ np.linalg.inv(np.linalg.cholesky(np.cov(x, rowvar=False))).T      # whitened: sample cov = I
+    return mean + x * sd
+
+
+def test_frechet_distance_matches_the_closed_form_for_diagonal_gaussians() -> None:
+    # for diagonal covariances FD = |m_a - m_b|^2 + sum_i (s_a,i - s_b,i)^2
+    ma, sa = np.array([0.0, 1.0, -2.0]), np.array([1.0, 2.0, 0.5])
+    mb, sb = np.array([1.0, 1.0, 0.0]), np.array([3.0, 1.0, 0.5])
+    a, b = _exact_moments(200, ma, sa, 0), _exact_moments(300, mb, sb, 1)
+    closed = ((ma - mb) ** 2).sum() + ((sa - sb) ** 2).sum()
+    assert abs(frechet(a, b) - closed) < 1e-8
+    assert abs(frechet(a, a)) < 1e-8 and abs(frechet(a, b) - frechet(b, a)) < 1e-8

@@ -1,8 +1,6 @@
-"""Real faces and the blind-restoration degradation (blur, downsampling, noise, JPEG, upsampling).
+"""The blind-restoration degradation (blur, downsampling, noise, JPEG, upsampling) of faces in ``[-1, 1]``.
 
-The faces are the 100 face crops of :func:`skimage.data.lfw_subset` (shipped inside the
-scikit-image wheel, no download), grayscale, resized and scaled to ``[-1, 1]``. The degradation is a
-small-image version of the CodeFormer pipeline InterLCM trains on,
+The degradation is a small-image version of the CodeFormer pipeline InterLCM trains on,
 ``x_LQ = up_r(JPEG_q(down_r(x * k_sigma) + n_delta))``.
 """
 
@@ -14,39 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-
-def lfw_faces(res: int = 16) -> torch.Tensor:
-    """The 100 LFW face crops of ``skimage.data.lfw_subset()`` as ``(100, 1, res, res)`` float32
-    in ``[-1, 1]`` (area-resized from 25 x 25)."""
-    from skimage.data import lfw_subset
-
-    faces = torch.from_numpy(np.asarray(lfw_subset()[:100], dtype=np.float32))[:, None]
-    if res != faces.shape[-1]:
-        faces = F.interpolate(faces, size=(res, res), mode="bilinear", antialias=True, align_corners=False)
-    return (faces.clamp(0, 1) * 2 - 1).contiguous()
-
-
-def face_split(n: int = 100, n_val: int = 10, n_test: int = 20, seed: int = 0) -> dict[str, np.ndarray]:
-    """A fixed random split of the ``n`` face indices into ``train``, ``val`` and ``test`` (disjoint)."""
-    perm = np.random.default_rng(seed).permutation(n)
-    return {"test": np.sort(perm[:n_test]), "val": np.sort(perm[n_test:n_test + n_val]),
-            "train": np.sort(perm[n_test + n_val:])}
-
-
-def augment(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Random horizontal flips, shifts of up to one pixel (edge-replicated) and gamma in
-    ``[0.8, 1.25]`` of a batch ``(B, 1, H, W)`` in ``[-1, 1]``, drawn from the CPU generator ``g``."""
-    b = x.shape[0]
-    flip = torch.rand(b, generator=g) < 0.5
-    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
-    shifts = torch.randint(-1, 2, (b, 2), generator=g)
-    pad = F.pad(x, (1, 1, 1, 1), mode="replicate")
-    h, w = x.shape[-2:]
-    x = torch.stack([pad[i, :, 1 + int(dy):1 + int(dy) + h, 1 + int(dx):1 + int(dx) + w]
-                     for i, (dy, dx) in enumerate(shifts)])
-    gamma = torch.exp(torch.empty(b).uniform_(np.log(0.8), np.log(1.25), generator=g))
-    return ((x + 1) / 2).clamp(0, 1).pow(gamma[:, None, None, None]) * 2 - 1
 
 
 @dataclass(frozen=True)

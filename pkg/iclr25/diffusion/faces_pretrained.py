@@ -67,13 +67,13 @@ is one); the diffusion restorer and the regression U-Net get as many passes as I
 has the same schedule in passes: ``lr`` after a warm-up of ``warmup`` InterLCM-equivalent steps, cosine
 decay to 0 at the end; its validation PSNR (:func:`validation_psnr`) is logged every ``eval_every``
 InterLCM-equivalent steps (the curve the budget was chosen from). ``restorer.lr_of`` overrides ``lr`` per
-kind: the diffusion restorer's rate chosen on its own grid (:data:`M4_GRID`, ``m4-grid`` sub-command). ``restorer.degradation`` records the
+kind: the diffusion restorer's rate, half of InterLCM's and not tuned (the ``m4-grid`` sub-command trains the grid
+:data:`M4_GRID`; no grid is committed). ``restorer.degradation`` records the
 training degradation ranges (:data:`~iclr25.diffusion.degrade.SEVERITY`), so restorers trained on other
 ranges are refused as stale."""
 
 M4_GRID = (3e-4, 1e-3, 4e-3)
-"""The diffusion restorer's learning-rate grid (the brief's {1e-4, 3e-4, 1e-3}, InterLCM's 2e-3, then 4e-3 and 8e-3,
-added while the best rate sat at the grid's upper edge), each run
+"""The diffusion restorer's learning-rate grid for the ``m4-grid`` sub-command, each run
 with the same budget in passes and validation curve as the committed restorers; the rate kept in
 ``RECIPE["restorer"]["lr_of"]["diffusion"]`` is the one with the highest :func:`late_mean` of its curve."""
 GRID_JSON = "faces-diffusion-grid.json"
@@ -85,14 +85,6 @@ def late_mean(curve, lo: float = 0.75, hi: float = 1.0) -> float:
     c = np.asarray(curve, dtype=float)
     frac = c[:, 0] / c[-1, 0]
     return float(c[(frac >= lo - 1e-9) & (frac <= hi + 1e-9), 1].mean())
-
-
-def plateau_change(curve) -> float:
-    """The windowed plateau statistic of a validation curve: mean gain over the last quarter of the budget minus
-    the mean over 25-50 % (the learning rate still at least half its peak there); a model at a plateau moves by
-    less than the noise of one validation evaluation. Averaging 5 points per window replaces the earlier
-    two-point rule (the gain at 75 % minus the gain at 25 %), which single sampler draws made noisy."""
-    return late_mean(curve, 0.75, 1.0) - late_mean(curve, 0.25, 0.5)
 
 
 def grid_log() -> dict:
