@@ -10,7 +10,7 @@ import torch
 
 from iclr25.diffusion import pretrained
 from iclr25.diffusion.pretrained import (N_MODELS, RECIPE, WEIGHTS, load_scene_unet, model_path, model_recipe,
-                                         train_scene_unet)
+                                         plateau_gap, train_scene_unet, validation_loss)
 
 
 def _meta() -> dict:
@@ -38,6 +38,28 @@ def test_every_committed_model_loads_and_has_its_own_seeds(k):
     torch.set_num_threads(1)
     _, first = train_scene_unet(model_recipe(k), stop_after=2)
     np.testing.assert_allclose(first, losses[:2], rtol=2e-3)
+
+
+@pytest.mark.parametrize("k", range(N_MODELS))
+def test_recorded_validation_loss_is_the_committed_models(k):
+    unet, meta = load_scene_unet(path=model_path(k), recipe=model_recipe(k))
+    steps = [s for s, _ in meta["val"]]
+    assert steps[0] == 0 and steps[-1] == RECIPE["steps"] and steps[1] == RECIPE["val_every"]
+    # float16 storage changes the loss by far less than 1 %
+    assert abs(validation_loss(unet) - meta["val"][-1][1]) < 0.01 * meta["val"][-1][1]
+    assert meta["val"][-1][1] < 0.5 * meta["val"][0][1]
+
+
+def test_plateau_gap_reads_the_log_at_three_quarters():
+    assert plateau_gap([(0, 1.0), (50, 0.5), (150, 0.4), (200, 0.38)]) == pytest.approx((0.4 - 0.38) / 0.4)
+
+
+def test_validation_does_not_change_training():
+    torch.set_num_threads(1)
+    log = []
+    _, with_val = train_scene_unet(dict(RECIPE, val_every=1), stop_after=2, val_log=log)
+    _, without = train_scene_unet(RECIPE, stop_after=2)
+    assert with_val == without and [s for s, _ in log] == [0, 1, 2]
 
 
 def test_first_training_steps_reproduce_the_recorded_losses():

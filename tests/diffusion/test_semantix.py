@@ -7,8 +7,8 @@ from iclr25.diffusion.attention import (AttentionRecorder, CrossFrameAttention, 
                                         attention_layers, reset_attention, set_attention_controller)
 from iclr25.diffusion.guidance import energy_and_gradient, normalised, smoothed
 from iclr25.diffusion.inversion import alpha_bar, ddpm_invert, noisy_versions
-from iclr25.diffusion.scenes import (OBJECT, class_colour_error, downsample_labels, psnr, structure_score,
-                                     transfer_pairs)
+from iclr25.diffusion.scenes import (OBJECT, cast_pairs, class_colour_error, downsample_labels, psnr,
+                                     structure_score, transfer_pairs)
 from iclr25.diffusion.semantix import (colour_style_energy, global_style_energy, identity_match, match_accuracy, nearest_match,
                                        oracle_match, position_codes, grid_positions, semantic_distance_energy,
                                        semantic_match, spatial_energy, style_energy, joint_features)
@@ -42,6 +42,17 @@ def test_permuted_pairs_share_palettes_and_break_colour_matching():
     acc = match_accuracy(nearest_match(col(p.context), col(p.reference)), lc.flatten(1), lr.flatten(1))
     assert acc.nanmean() < 0.2
     assert match_accuracy(oracle_match(lc, lr), lc.flatten(1), lr.flatten(1)).nanmean() == 1
+
+
+def test_cast_pairs_have_a_global_answer():
+    p = cast_pairs(6, 24, seed=3)
+    # the context is the target under one colour cast: wrong colours, the target's edges; undoing the cast
+    # globally (channel statistics of the reference) removes most of the error
+    err = class_colour_error(p.context, p.target, p.context_labels).nanmean(1)
+    assert (err > 0.05).all() and (structure_score(p.context, p.target) > 0.95).all()
+    fixed = class_colour_error(reinhard_transfer(p.context, p.reference), p.target, p.context_labels).nanmean(1)
+    assert fixed.mean() < 0.5 * err.mean()
+    assert torch.equal(p.reference, transfer_pairs(6, 24, seed=3, permute=False).reference)
 
 
 def test_psnr_of_a_constant_offset():

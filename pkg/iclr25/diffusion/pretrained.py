@@ -23,10 +23,17 @@ from iclr25.diffusion.unet import make_tiny_unet, train_schedule
 
 SCRIPT = "python -m iclr25.diffusion.pretrained"
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "scenes-unet.pt"
-RECIPE = dict(res=24, channels=(16, 32, 48), attention=(False, True, True), init_seed=0, steps=700,
-              batch_size=32, lr=2e-3, warmup=50, seed=0)
+RECIPE = dict(res=24, channels=(16, 32, 48), attention=(False, True, True), init_seed=0, steps=1400,
+              batch_size=32, lr=2e-3, warmup=50, seed=0, val_every=50)
 """The recipe of the committed model: U-Net shape, initial-weight seed, training steps, batch, learning
-rate, warm-up and data/noise seed."""
+rate, warm-up, data/noise seed, and how often the validation loss is recorded."""
+VAL_SEED, VAL_SIZE = 99_000, 256
+"""The validation set: :data:`VAL_SIZE` scenes, noises and stratified timesteps drawn from their own
+seed (never a training or evaluation seed), the same for every checkpoint, so that two validation
+losses differ only by the weights."""
+PLATEAU_FROM = 0.75
+"""The plateau check compares the validation loss at the end of training with the one at this fraction
+of the steps."""
 N_MODELS = 3
 """Committed checkpoints: model ``k`` is :data:`RECIPE` with initial-weight and data seeds ``k``."""
 
@@ -52,26 +59,62 @@ def untrained_unet(recipe: dict = RECIPE) -> UNet2DModel:
                           seed=recipe["init_seed"])
 
 
+@torch.no_grad()
+def validation_loss(unet: UNet2DModel, res: int = RECIPE["res"]) -> float:
+    """The DDPM loss of ``unet`` on the fixed validation set (:data:`VAL_SIZE` scenes of seed
+    :data:`VAL_SEED`, one noise each, timesteps stratified over ``0 .. T-1``)."""
+    g = torch.Generator().manual_seed(VAL_SEED)
+    x0 = random_scenes(VAL_SIZE, res, g)[0]
+    eps = torch.randn(x0.shape, generator=g)
+    sched = train_schedule()
+    t = ((torch.arange(VAL_SIZE) + 0.5) * sched.config.num_train_timesteps / VAL_SIZE).long()
+    device = next(unet.parameters()).device
+    x0, eps, t = x0.to(device), eps.to(device), t.to(device)
+    return float(torch.nn.functional.mse_loss(unet(sched.add_noise(x0, eps, t), t).sample, eps))
+
+
 def train_scene_unet(recipe: dict = RECIPE, stop_after: int | None = None,
-                     progress=None) -> tuple[UNet2DModel, list[float]]:
+                     progress=None, val_log: list | None = None) -> tuple[UNet2DModel, list[float]]:
     """Train the recipe's U-Net from its initial weights (``stop_after`` ends early on the same
-    schedule); returns the model (eval mode) and the loss of every step."""
+    schedule); returns the model (eval mode) and the loss of every step. With ``val_log``, appends
+    ``(step, validation loss)`` every ``recipe["val_every"]`` steps and at the end (it draws from its
+    own generator, so the training run is the same with or without it)."""
     unet = untrained_unet(recipe)
+    every = recipe.get("val_every", 0)
+
+    def steps_with_validation(rng):
+        for step in (progress(rng) if progress else rng):
+            if val_log is not None and every and step % every == 0:
+                val_log.append((step, validation_loss(unet, recipe["res"])))
+            yield step
+
     losses = train_ddpm(unet, train_schedule(), scene_source(recipe["res"]), steps=recipe["steps"],
                         batch_size=recipe["batch_size"], lr=recipe["lr"], warmup=recipe["warmup"],
-                        seed=recipe["seed"], stop_after=stop_after, progress=progress)
+                        seed=recipe["seed"], stop_after=stop_after, progress=steps_with_validation)
+    if val_log is not None:
+        val_log.append((len(losses), validation_loss(unet, recipe["res"])))
     return unet, losses
+
+
+def plateau_gap(val: list) -> float:
+    """Relative drop of the validation loss from :data:`PLATEAU_FROM` of training to its end:
+    ``(v(from) - v(end)) / v(from)`` from a ``[(step, loss), ...]`` log (positive: still improving)."""
+    steps = [s for s, _ in val]
+    at = min(steps, key=lambda s: abs(s - PLATEAU_FROM * steps[-1]))
+    v_from, v_end = dict(val)[at], val[-1][1]
+    return (v_from - v_end) / v_from
 
 
 def make_checkpoint(recipe: dict = RECIPE, path: Path = WEIGHTS) -> dict:
     """Train with ``recipe`` on one CPU thread and save ``{"state_dict" (float16), "meta"}`` to
     ``path``; returns the checkpoint."""
     torch.set_num_threads(1)
-    start = time.time()
-    unet, losses = train_scene_unet(recipe)
+    start, cpu = time.time(), time.process_time()
+    val: list = []
+    unet, losses = train_scene_unet(recipe, val_log=val)
     state = {k: v.half() for k, v in unet.state_dict().items()}
-    ckpt = {"state_dict": state, "meta": {"recipe": dict(recipe), "losses": losses,
-                                          "seconds": time.time() - start}}
+    ckpt = {"state_dict": state, "meta": {"recipe": dict(recipe), "losses": losses, "val": [list(v) for v in val],
+                                          "seconds": time.time() - start, "cpu_seconds": time.process_time() - cpu}}
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(ckpt, path)
     return ckpt
@@ -101,8 +144,9 @@ def load_scene_unet(device: torch.device | str = "cpu", path: Path = WEIGHTS,
 if __name__ == "__main__":
     import sys
 
-    k = int(sys.argv[1]) if len(sys.argv) > 1 else 0        # which committed model (0, 1, 2)
-    ck = make_checkpoint(model_recipe(k), model_path(k))
-    ls = ck["meta"]["losses"]
-    print(f"saved {model_path(k)} ({model_path(k).stat().st_size / 1e6:.2f} MB) in {ck['meta']['seconds']:.0f} s; "
-          f"loss first 50 {sum(ls[:50]) / 50:.4f}, last 50 {sum(ls[-50:]) / 50:.4f}")
+    for k in ([int(a) for a in sys.argv[1:]] or [0]):        # which committed models (0, 1, 2)
+        ck = make_checkpoint(model_recipe(k), model_path(k))
+        ls, val = ck["meta"]["losses"], ck["meta"]["val"]
+        print(f"saved {model_path(k)} ({model_path(k).stat().st_size / 1e6:.2f} MB) in {ck['meta']['seconds']:.0f} s; "
+              f"loss first 50 {sum(ls[:50]) / 50:.4f}, last 50 {sum(ls[-50:]) / 50:.4f}; validation "
+              + " ".join(f"{s}:{v:.4f}" for s, v in val[::4]) + f"; plateau gap {plateau_gap(val):.1%}", flush=True)

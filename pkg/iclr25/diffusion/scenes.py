@@ -206,6 +206,22 @@ def transfer_pairs(n: int, res: int, seed: int, permute: bool = True) -> Transfe
     return TransferPairs(ctx, ref, tgt, lab_c, lab_r, perm)
 
 
+def cast_pairs(n: int, res: int, seed: int, gain: tuple[float, float] = (0.5, 0.9),
+               shift: float = 0.4) -> TransferPairs:
+    """``n`` pairs whose answer is *global*: the context is the exact target under one colour cast
+    per image (every RGB channel scaled by a gain drawn from ``gain`` and shifted by up to
+    ``+-shift``, then clipped to ``[-1, 1]``); reference and target are those of
+    ``transfer_pairs(n, res, seed, permute=False)``. A method that matches global colour or feature
+    statistics can undo most of the cast without any correspondence: the task on which a global
+    baseline has to show that it works at all."""
+    base = transfer_pairs(n, res, seed, permute=False)
+    g = torch.Generator().manual_seed(seed + 1)
+    a = _uniform(3 * n, *gain, g).view(n, 3, 1, 1)
+    b = _uniform(3 * n, -shift, shift, g).view(n, 3, 1, 1)
+    ctx = (a * base.target + b).clamp(-1, 1)
+    return TransferPairs(ctx, base.reference, base.target, base.context_labels, base.reference_labels, base.perm)
+
+
 def downsample_labels(labels: torch.Tensor, size: int) -> torch.Tensor:
     """Class maps ``(B, res, res)`` at ``size x size`` (``res`` a multiple of ``size``): the most
     frequent class of each block (ties to the lower class id)."""
