@@ -11,7 +11,7 @@ Kolbeinsson et al. (ICLR 2025).
 from iclr25.interventions.compose import (CATEGORIES, Intervention, compose, compressor,
                                           order_free_error, order_sensitivity, prune_model_,
                                           quantize_model_, same_weights)
-from iclr25.interventions.editing import (EDIT_TEMPLATES, edit_prompts, ft_edit, memit_delta,
+from iclr25.interventions.editing import (EDIT_TEMPLATES, add_at, edit_prompts, ft_edit, memit_delta,
                                           memit_edit, rank_one_edit, rome_edit, subject_keys,
                                           target_deltas)
 from iclr25.interventions.unlearning import (block_output, gradient_ascent, gradient_difference,
@@ -20,7 +20,7 @@ from iclr25.interventions.unlearning import (block_output, gradient_ascent, grad
 __all__ = [
     "CATEGORIES", "Intervention", "compose", "compressor", "order_free_error", "order_sensitivity",
     "prune_model_", "quantize_model_", "same_weights",
-    "EDIT_TEMPLATES", "edit_prompts", "rank_one_edit", "memit_delta", "subject_keys",
+    "EDIT_TEMPLATES", "add_at", "edit_prompts", "rank_one_edit", "memit_delta", "subject_keys",
     "target_deltas", "rome_edit", "memit_edit", "ft_edit",
     "text_batch", "upper_params", "gradient_ascent", "gradient_difference", "block_output",
     "rmu_direction", "rmu",

@@ -70,7 +70,7 @@ def edit_prompts(edits: Sequence[Edit], templates: Sequence[int] = EDIT_TEMPLATE
     return prompts, objects, pos, idx
 
 
-def _add_at(model: TinyLM, layer: int, delta: Tensor, rows: Tensor, pos: Tensor):
+def add_at(model: TinyLM, layer: int, delta: Tensor, rows: Tensor, pos: Tensor):
     """Forward hook adding ``delta[rows[b]]`` to block ``layer``'s MLP output at ``pos[b]``."""
     def hook(_m, _a, out):
         add = torch.zeros_like(out)
@@ -98,7 +98,8 @@ def target_deltas(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int
                   clamp_factor: float = 4.0, templates: Sequence[int] = EDIT_TEMPLATES,
                   position: str = "last") -> Tensor:
     """The ``v*`` optimisation of ROME/MEMIT for all edits at once: ``delta_i (d,)`` added to block
-    ``layer``'s MLP output at edit i's subject token, minimising the mean NLL of the new object
+    ``layer``'s MLP output at edit i's edited position (``position``: the prompt's last token by
+    default, or the subject's token, see :func:`edit_prompts`), minimising the mean NLL of the new object
     over the editing phrasings plus ``weight_decay ||delta_i||^2`` (Adam, ``steps`` steps), each
     ``||delta_i||`` clamped to ``clamp_factor`` times the norm of the unedited MLP output there.
     Returns (n_edits, d) float32 (``v*_i = W_out k*_i + b_out + delta_i``)."""
@@ -119,7 +120,7 @@ def target_deltas(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int
         p.requires_grad_(False)
     try:
         for _ in range(steps):
-            h = _add_at(model, layer, delta, rows, pos_t)
+            h = add_at(model, layer, delta, rows, pos_t)
             try:
                 logits = model(b.ids)
             finally:
