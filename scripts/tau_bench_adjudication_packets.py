@@ -15,31 +15,22 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
+from iclr25.agents.published import (ADJUDICATION_DECOYS, ADJUDICATION_SEED, adjudication_sample, blind_transcript,
+                                     load_airline_table, load_blind_labels, reader_ok)
 
-from iclr25.agents.published import blind_transcript, load_airline_table, load_blind_labels, reader_ok
-
-SEED = 2031
-DECOYS = 13
+SEED, DECOYS = ADJUDICATION_SEED, ADJUDICATION_DECOYS
 
 
 def packets(traj_file: str, seed: int = SEED, decoys: int = DECOYS):
     trajs = {(int(t["task_id"]), int(t["trial"])): t for t in json.load(open(traj_file))}
     reward = {(r["task"], r["trial"]): int(r["reward"]) for r in load_airline_table()}
     blind = {(r["task"], r["trial"]): reader_ok(r["label_blind"]) for r in load_blind_labels()}
-    keys = sorted(blind)
-    dis = [k for k in keys if blind[k] != reward[k]]
-    agree = [k for k in keys if blind[k] == reward[k]]
-    rng = np.random.default_rng(seed)
-    dec = [agree[i] for i in sorted(rng.choice(len(agree), decoys, replace=False))]
-    chosen = dis + dec
-    order = rng.permutation(len(chosen))
+    dis = {k for k in blind if blind[k] != reward[k]}
     out = []
-    for p, i in enumerate(order):
-        k = chosen[int(i)]
+    for p, k in enumerate(adjudication_sample(seed, decoys)):
         t = trajs[k]
         out.append((p, k, t["info"]["task"]["instruction"], blind_transcript(t["traj"], msg=700, reply=700, search=300)))
-    return out, set(dis)
+    return out, dis
 
 
 def main() -> None:
