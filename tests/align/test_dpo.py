@@ -283,9 +283,14 @@ def test_weak_feedback_committed_runs_consistent():
         assert set(row["teacher"]) == {f"{n}/{m}" for n in ("tiny", "small") for m in WF.SIZES}
     for name, pilot in r["teacher_pilot"].items():
         assert r["teacher_epochs"][name] == float(max(pilot, key=pilot.get))
+    assert set(r["student_grid"]) == set(WF.GRID_CONDS) == set(r["student_plain_dpo"])
+    assert r["recipe"]["nll_weight"] == WF.NLL_WEIGHT and len(r["student_sft_tuning"]) == len(WF.STUDENT_TUNING_SEEDS)
+    assert not set(WF.STUDENT_TUNING_SEEDS) & set(WF.EVAL_SEEDS)
     for c, rows in r["student_grid"].items():
-        best = max(rows, key=lambda g: g["sampled"])
+        assert len(rows) == len(WF.BETAS) * len(WF.EPOCHS)
+        best = max(rows, key=lambda g: g["strict"])
         assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])
+        assert all(abs(g["strict"] - np.mean(g["per_seed_strict"])) < 1e-12 for g in rows)
 
 
 def test_rule_labels_learn_the_mode_order():

@@ -16,7 +16,9 @@ prompts.
 ``python -m iclr25.align.weak_feedback`` (about 6 minutes of one CPU core) writes
 ``grids/weak_feedback.json``: the teacher pilot on the tuning seed (epochs), the ``|D_l|`` sweep on
 the evaluation seeds (accuracy per prompt kind and on same-mode / different-mode pairs, agreement with
-the human on same-mode pairs), and the student grid (beta x epochs per condition) on the tuning seed.
+the human on same-mode pairs), and the student grid (beta x epochs per condition, DPO plus the NLL of
+the chosen response, chosen by the strict gold reward) on :data:`STUDENT_TUNING_SEEDS`, with plain DPO
+at each chosen cell as the control (``--part student-grid`` re-runs the grid alone).
 ``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 2.5 minutes) writes
 ``grids/weak_feedback_students.json``: the students on human, weak-M, prompt-type-rule and gold
 labels on the evaluation seeds with the grid's chosen hyper-parameters (gold reward plain and with
@@ -59,8 +61,11 @@ STUDENT_SFT_STEPS = 80
 STUDENT_LR = 1e-3
 N_STUDENT = 600          #: the student's pairs (first of D_u) at full
 BETAS = (0.03, 0.1, 0.3, 1.0)
-EPOCHS = (1, 2)
+EPOCHS = (1, 2, 4)
+NLL_WEIGHT = 1.0         #: students: weight of the chosen response's per-token NLL added to DPO (RPO-style)
 TUNING_SEED = 0
+STUDENT_TUNING_SEEDS = (0, 9)   #: the student grid's seeds (none of them an evaluation seed)
+GRID_CONDS = ("human", "weak-M", "gold")   #: the conditions tuned on the student grid (rule uses human's)
 EVAL_SEEDS = tuple(range(1, 9))
 KINDS = ("F", "B", "H")
 MODES = ("refusal", "idk", "harmful", "answer")
@@ -182,9 +187,10 @@ def student_data(d: SeedData, labels_u: dict[str, np.ndarray], ref: Reference, n
 
 
 def student_eval(ref: Reference, world: World, d: SeedData, pairs, labels, ref_logps, *, beta: float, epochs: float,
-                 nll_weight: float = 0.0, n_examples: int = 0, device: torch.device | str = "cpu") -> dict[str, Any]:
+                 nll_weight: float = NLL_WEIGHT, n_examples: int = 0, device: torch.device | str = "cpu") -> dict[str, Any]:
     """DPO a copy of the student reference, then its answers on the held-out prompts: gold reward
-    (greedy (P,), sampled mean (P,)), response modes of the samples per kind, the training trace."""
+    (greedy (P,), sampled mean (P,)), response modes of the samples per kind, the training trace.
+    ``nll_weight`` (default :data:`NLL_WEIGHT`; 0 is plain DPO) adds the chosen response's NLL."""
     pol = copy.deepcopy(ref.model)
     trace = train_dpo(pol, world.vocab, pairs, labels, ref_logps, beta=beta, epochs=epochs, lr=STUDENT_LR,
                       seed=d.seed, nll_weight=nll_weight, device=device)
@@ -278,28 +284,58 @@ def size_sweep(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, 
 
 
 def student_grid(pre: dict, world: World, epochs: dict[str, float], verbose: bool = True) -> dict[str, Any]:
-    """Every student condition on the tuning seed over :data:`BETAS` x :data:`EPOCHS`; the choice by
-    the mean gold reward of sampled answers."""
-    d0 = seed_data(world, TUNING_SEED)
-    labels_u = {}
-    for c, name in (("weak-S", "tiny"), ("weak-M", "small")):
-        ref = teacher_reference(pre[name][0], world, d0)
-        labels_u[c] = teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, epochs[name])
-    sref = student_reference(pre["base"][0], world, d0, N_STUDENT)
-    data = student_data(d0, labels_u, sref, N_STUDENT)
-    grid: dict[str, list[dict[str, Any]]] = {}
-    for c in ("human", "weak-S", "weak-M", "gold", "D_l only"):
-        grid[c] = []
-        for b in BETAS:
-            for e in EPOCHS:
+    """The student conditions :data:`GRID_CONDS` on :data:`STUDENT_TUNING_SEEDS` over :data:`BETAS` x
+    :data:`EPOCHS` (DPO + NLL, :data:`NLL_WEIGHT`); the choice by the mean strict gold reward of sampled
+    answers (off-support -1) over the tuning seeds. Per cell also the plain score, the off-support rate
+    and the final change of the chosen log-probability; ``student_plain_dpo``: the same conditions at
+    their chosen cell with plain DPO (``nll_weight`` 0), the control that removes only the NLL term."""
+    cells = [(b, e) for b in BETAS for e in EPOCHS]
+    acc: dict[str, list[list[dict[str, float]]]] = {c: [[] for _ in cells] for c in GRID_CONDS}
+    setups, sft = [], []
+    for s in STUDENT_TUNING_SEEDS:
+        d0 = seed_data(world, s)
+        ref = teacher_reference(pre["small"][0], world, d0, n_score=N_LABELED)
+        weak = teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, epochs["small"])
+        sref = student_reference(pre["base"][0], world, d0, N_STUDENT)
+        data = student_data(d0, {"weak-M": weak}, sref, N_STUDENT)
+        setups.append((d0, sref, data))
+        sft.append(float(answer_stats(sref.model, world, d0)["sampled_strict"].mean()))
+        for c in GRID_CONDS:
+            for i, (b, e) in enumerate(cells):
                 r = student_eval(sref, world, d0, *data[c], beta=b, epochs=e)
-                grid[c].append({"beta": b, "epochs": e, "sampled": float(r["sampled"].mean()),
-                                "greedy": float(r["greedy"].mean())})
+                acc[c][i].append({"strict": float(r["sampled_strict"].mean()), "sampled": float(r["sampled"].mean()),
+                                  "offsupport": r["offsupport"], "chosen": float(r["trace"]["chosen"][-1])})
         if verbose:
-            print("student grid", c, [(g["beta"], g["epochs"], round(g["sampled"], 3)) for g in grid[c]], flush=True)
-    chosen = {c: max(rows, key=lambda g: g["sampled"]) for c, rows in grid.items()}
-    return {"student_grid": grid, "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"],
-                                                         "sampled": g["sampled"]} for c, g in chosen.items()}}
+            print("student grid seed", s, {c: [round(a[-1]["strict"], 2) for a in acc[c]] for c in GRID_CONDS},
+                  flush=True)
+    grid = {c: [{"beta": b, "epochs": e, **{k: float(np.mean([a[k] for a in acc[c][i]])) for k in acc[c][i][0]},
+                 "per_seed_strict": [a["strict"] for a in acc[c][i]]}
+                for i, (b, e) in enumerate(cells)] for c in GRID_CONDS}
+    chosen = {c: max(rows, key=lambda g: g["strict"]) for c, rows in grid.items()}
+    plain = {}
+    for c, g in chosen.items():
+        vals = []
+        for d0, sref, data in setups:
+            r = student_eval(sref, world, d0, *data[c], beta=g["beta"], epochs=g["epochs"], nll_weight=0.0)
+            vals.append({"strict": float(r["sampled_strict"].mean()), "offsupport": r["offsupport"],
+                         "chosen": float(r["trace"]["chosen"][-1])})
+        plain[c] = {k: float(np.mean([v[k] for v in vals])) for k in vals[0]}
+    return {"student_grid": grid, "student_plain_dpo": plain, "student_sft_tuning": sft,
+            "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"], "strict": g["strict"]}
+                               for c, g in chosen.items()}}
+
+
+def refresh_student_grid(out: Path = GRID_FILE, verbose: bool = True) -> dict[str, Any]:
+    """Re-run only the student grid and write it into the committed record (the teacher pilot and the
+    sweep are kept; their CPU time is added to the grid's)."""
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    runs = load_runs(out)
+    pre = {n: load_world_lm(n) for n in ("small", "base")}
+    parts = {k: v for k, v in runs.items() if k not in ("recipe", "cpu_s", "sha256", "student_grid", "student_chosen",
+                                                        "student_plain_dpo", "student_sft_tuning")}
+    parts.update(student_grid(pre, pre["small"][1], runs["teacher_epochs"], verbose))
+    return finish(parts, [r["seed"] for r in runs["sweep"]], runs["cpu_s"] + time.process_time() - t0, out)
 
 
 STUDENT_FILE = Path(__file__).parent / "grids" / "weak_feedback_students.json"
@@ -392,7 +428,8 @@ def recipe(seeds: Sequence[int]) -> dict[str, Any]:
     return {"target": TARGET, "tau": TAU, "n_pool": N_POOL, "n_labeled": N_LABELED, "n_unlabeled": N_UNLABELED,
             "sizes": list(SIZES), "sft_steps": SFT_STEPS, "teacher": TEACHER, "teacher_epochs_grid": list(TEACHER_EPOCHS),
             "student_sft_steps": STUDENT_SFT_STEPS, "student_lr": STUDENT_LR, "n_student": N_STUDENT,
-            "betas": list(BETAS), "epochs": list(EPOCHS), "tuning_seed": TUNING_SEED, "eval_seeds": list(seeds),
+            "betas": list(BETAS), "epochs": list(EPOCHS), "nll_weight": NLL_WEIGHT, "tuning_seed": TUNING_SEED,
+            "student_tuning_seeds": list(STUDENT_TUNING_SEEDS), "eval_seeds": list(seeds),
             "torch": str(torch.__version__)}
 
 
@@ -434,7 +471,7 @@ def main() -> None:
     and ``--merge PART.json ...`` assembles them (the same numbers: every part is deterministic)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=GRID_FILE)
-    ap.add_argument("--part", choices=["pilot", "sweep", "student", "students"])
+    ap.add_argument("--part", choices=["pilot", "sweep", "student", "student-grid", "students"])
     ap.add_argument("--n-student", type=int, default=N_STUDENT)
     ap.add_argument("--seeds", type=int, nargs="*", default=list(EVAL_SEEDS))
     ap.add_argument("--epochs", type=float, nargs=2)
@@ -459,6 +496,10 @@ def main() -> None:
         parts["sweep"] = sorted(parts["sweep"], key=lambda r: r["seed"])
         res = finish(parts, [r["seed"] for r in parts["sweep"]], cpu, args.out)
         print("merged; cpu s:", res["cpu_s"])
+        return
+    if args.part == "student-grid":
+        res = refresh_student_grid(args.out)
+        print("student choice:", res["student_chosen"], "cpu s:", res["cpu_s"])
         return
     if args.part == "students":
         res = student_runs(args.seeds, args.n_student, out=args.out if args.out != GRID_FILE else STUDENT_FILE)
