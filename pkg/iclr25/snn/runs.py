@@ -46,7 +46,7 @@ RECIPE = dict(
     lr_ladder=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1],
     eval_seeds=[0, 1, 2, 3, 4, 5, 6, 7], missing=0.3,
     tuned=["LIF", "PLIF", "gain-LIF", "TC-LIF", "TS-LIF"],          # each picks its own lr
-    ablations=["−γ_s", "−S_d output", "−S_d reset"],                  # at TS-LIF's lr
+    ablations=["−γ_s", "−S_d output", "−S_d reset", "uncoupled"],     # at TS-LIF's lr
     gru_lr=1e-2, gru_seeds=[0, 1, 2],                                  # the reference, not tuned
     missing_models=["TS-LIF", "LIF", "gain-LIF"],   # also trained (and validated) with missing inputs
 )
@@ -68,7 +68,8 @@ NEURONS = {
 
 
 #: The order in which the evaluation runs are trained.
-PRIORITY = ["TS-LIF", "LIF", "gain-LIF", "GRU", "PLIF", "TC-LIF", "−S_d output", "−γ_s", "−S_d reset"]
+PRIORITY = ["TS-LIF", "LIF", "gain-LIF", "GRU", "PLIF", "TC-LIF", "−S_d output", "−γ_s", "−S_d reset",
+            "uncoupled"]
 
 
 def synthetic_data(recipe: dict = RECIPE, device: str | torch.device = "cpu") -> dict:
