@@ -2,13 +2,19 @@
 and the loader the chapter uses.
 
 Training every neuron to a plateau on validation (Adam, early stopping with a patience), with the
-learning rate tuned on three seeds and eight evaluation seeds, takes about a quarter of an hour of CPU time, more
-than the chapter's budget. ``python -m iclr25.snn.runs`` does it once (one thread) and writes
+learning rate tuned on three seeds and eight evaluation seeds, takes about twenty minutes of CPU
+time, more than the chapter's budget. ``python -m iclr25.snn.runs`` does it once (one thread) and writes
 
 * ``weights/ts-lif-runs.npz``: the weights of every evaluation run (float32, one flat vector per run);
 * ``weights/ts-lif-runs.json``: the recipe, every run's learning rate, seed, per-epoch training and
   validation MSE, best epoch, epochs run, CPU seconds, the two-compartment parameters after every
   epoch, and the sha256 of the ``.npz``.
+
+``--resume`` continues an interrupted run; ``--extend`` continues a record written with a lower
+epoch cap: runs that stopped by their patience are kept (training is deterministic on one machine,
+so a higher cap changes nothing for them), runs that hit the old cap are trained again from scratch
+and their first epochs are compared with the old record (``history`` in the manifest), and
+evaluation runs at a learning rate the tuning no longer chooses are dropped and re-trained.
 
 The chapter loads both (:func:`load_runs`, :func:`load_model`), checks the hash, computes every test
 metric from the loaded weights, and re-trains a few epochs live to show they reproduce the record.
@@ -35,12 +41,14 @@ NPZ, MANIFEST = WEIGHTS / "ts-lif-runs.npz", WEIGHTS / "ts-lif-runs.json"
 
 RECIPE = dict(
     n_channels=4, length=1800, data_seed=0, window=48, horizon=24, stride=2, hidden=32, batch=64,
-    max_epochs=40, patience=5, lrs=[3e-3, 1e-2, 3e-2], tune_seeds=[100, 101, 102],
+    max_epochs=150, patience=5, lrs=[3e-3, 1e-2, 3e-2], tune_seeds=[100, 101, 102],
+    # a model whose best rate is at an end of its grid gets the next rate of the ladder, until interior
+    lr_ladder=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1],
     eval_seeds=[0, 1, 2, 3, 4, 5, 6, 7], missing=0.3,
     tuned=["LIF", "PLIF", "gain-LIF", "TC-LIF", "TS-LIF"],          # each picks its own lr
-    ablations=["−γ_s", "−S_d output", "−S_d reset"],                  # at TS-LIF's lr
+    ablations=["−γ_s", "−S_d output", "−S_d reset", "uncoupled"],     # at TS-LIF's lr
     gru_lr=1e-2, gru_seeds=[0, 1, 2],                                  # the reference, not tuned
-    missing_models=[],          # models also trained with missing inputs (none: the chapter tests at test time)
+    missing_models=["TS-LIF", "LIF", "gain-LIF"],   # also trained (and validated) with missing inputs
 )
 
 #: Every recurrence of the chapter: name -> neuron factory ``hidden -> Neuron`` (``None``: the GRU).
@@ -60,7 +68,8 @@ NEURONS = {
 
 
 #: The order in which the evaluation runs are trained.
-PRIORITY = ["TS-LIF", "LIF", "gain-LIF", "GRU", "PLIF", "TC-LIF", "−S_d output", "−γ_s", "−S_d reset"]
+PRIORITY = ["TS-LIF", "LIF", "gain-LIF", "GRU", "PLIF", "TC-LIF", "−S_d output", "−γ_s", "−S_d reset",
+            "uncoupled"]
 
 
 def synthetic_data(recipe: dict = RECIPE, device: str | torch.device = "cpu") -> dict:
@@ -146,24 +155,49 @@ def load_model(name: str, seed: int, weights: dict[str, np.ndarray], missing: fl
     return unflat(build(name, seed), weights[key(name, seed, missing)]).to(device).eval()
 
 
-def main() -> None:  # pragma: no cover - the training run itself (about 15 CPU-minutes)
+def main() -> None:  # pragma: no cover - the training run itself (about 20 CPU-minutes)
     import sys
 
     torch.set_num_threads(1)
     r, data = RECIPE, synthetic_data()
     t_start = time.process_time()
-    runs, weights, cpu_before = [], {}, 0.0
-    if "--resume" in sys.argv and MANIFEST.exists():      # continue an interrupted run: keep finished runs
+    runs, weights, cpu_before, history = [], {}, 0.0, []
+    redo = {}                       # --extend: runs of the old record that stopped at its cap, retrained
+    if ("--resume" in sys.argv or "--extend" in sys.argv) and MANIFEST.exists():  # keep finished runs
         old = json.loads(MANIFEST.read_text())
-        runs, cpu_before = old["runs"], old["cpu_s_total"]
+        runs, cpu_before, history = old["runs"], old["cpu_s_total"], old.get("history", [])
         with np.load(NPZ) as z:
             weights = {k: z[k] for k in z.files}
+        if "--extend" in sys.argv:
+            # A run that stopped by its patience is the same under a higher cap (training is
+            # deterministic on one machine); a run that hit the old cap is trained again from scratch
+            # with the new one, and its first epochs must reproduce the old record.
+            cap = old["recipe"]["max_epochs"]
+            hit = lambda x: x["epochs_run"] >= cap and x["epochs_run"] - 1 - x["best_epoch"] < r["patience"]  # noqa: E731
+            redo = {(x["role"], x["name"], x["lr"], x["seed"], x["missing"]): x for x in runs if hit(x)}
+            runs = [x for x in runs if not hit(x)]
+            history = history + [dict(old_cap=cap, new_cap=r["max_epochs"], retrained=len(redo), prefix_dev=[])]
+
+    best: dict[str, float] = {}
+
+    def prune() -> None:
+        """Drop evaluation runs at a rate that is no longer the tuned one (the selection moved)."""
+        stale = [x for x in runs if x["role"] == "eval" and x["name"] in best and x["lr"] != best[x["name"]]]
+        for x in stale:
+            runs.remove(x)
+            k = key(x["name"], x["seed"], x["missing"])
+            if not any(y["role"] == "eval" and key(y["name"], y["seed"], y["missing"]) == k for y in runs):
+                weights.pop(k, None)
+        if stale:
+            print(f"dropped {len(stale)} evaluation runs at a learning rate no longer chosen", flush=True)
 
     def save() -> None:
+        prune()
         WEIGHTS.mkdir(exist_ok=True)
         np.savez_compressed(NPZ, **weights)
         MANIFEST.write_text(json.dumps(dict(recipe=r, runs=runs, sha256=file_sha256(NPZ), torch=torch.__version__,
-                                            cpu_s_total=cpu_before + time.process_time() - t_start), indent=1))
+                                            cpu_s_total=cpu_before + time.process_time() - t_start,
+                                            history=history), indent=1))
 
     deadline = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--until=")), None)  # HH:MM UTC
 
@@ -179,20 +213,38 @@ def main() -> None:  # pragma: no cover - the training run itself (about 15 CPU-
         model, rec = train(name, lr, seed, data, missing=missing)
         rec["role"] = "eval" if keep else "tune"
         runs.append(rec)
+        prev = redo.get((role, name, lr, seed, missing))
+        if prev is not None:          # the epochs the old record has must be reproduced exactly
+            n = len(prev["val_mse"])
+            dev = float(np.max(np.abs(np.array(rec["val_mse"][:n]) - prev["val_mse"])))
+            history[-1]["prefix_dev"].append(dict(role=role, name=name, lr=lr, seed=seed, old_epochs=n,
+                                                  new_epochs=rec["epochs_run"], max_abs_dev=dev))
+            print(f"   extended from {n} epochs: first {n} validation MSEs differ by at most {dev:.1e}", flush=True)
         if keep:
             weights[key(name, seed, missing)] = flat(model)
         print(f"{time.process_time() - t_start:7.0f}s {name:>12} lr {lr:g} seed {seed} miss {missing:g}: "
               f"best val {rec['val_mse'][rec['best_epoch']]:.4f} at epoch {rec['best_epoch']} of "
               f"{rec['epochs_run']} ({rec['cpu_s']:.1f} s)", flush=True)
 
-    best = {}
+    ladder = r["lr_ladder"]
     for name in r["tuned"]:
-        for lr in r["lrs"]:
-            for s in r["tune_seeds"]:
-                go(name, lr, s)
-        val = {lr: np.mean([min(x["val_mse"]) for x in runs if x["name"] == name and x["lr"] == lr])
-               for lr in r["lrs"]}
-        best[name] = min(r["lrs"], key=val.get)
+        grid = list(r["lrs"])
+        while True:
+            for lr in grid:
+                for s in r["tune_seeds"]:
+                    go(name, lr, s)
+            val = {lr: np.mean([min(x["val_mse"]) for x in runs
+                                if x["role"] == "tune" and x["name"] == name and x["lr"] == lr])
+                   for lr in grid}
+            b = min(grid, key=val.get)
+            i = ladder.index(b)
+            if b == grid[0] and i > 0:                      # optimum at the low end: widen downwards
+                grid.insert(0, ladder[i - 1])
+            elif b == grid[-1] and i < len(ladder) - 1:     # at the high end: widen upwards
+                grid.append(ladder[i + 1])
+            else:
+                break
+        best[name] = b
     for name in r["ablations"]:
         best[name] = best["TS-LIF"]
     best["GRU"] = r["gru_lr"]
