@@ -351,6 +351,31 @@ def adjudication_sample(seed: int = ADJUDICATION_SEED, decoys: int = ADJUDICATIO
     return [chosen[int(i)] for i in rng.permutation(len(chosen))]
 
 
+#: The seed and the per-stratum size of the stratified sample of the agreements adjudicated after the disputes.
+AGREEMENT_SEED, AGREEMENT_PER_STRATUM = 2032, 30
+
+
+def agreement_sample(seed: int = AGREEMENT_SEED, per_stratum: int = AGREEMENT_PER_STRATUM
+                     ) -> list[tuple[int, int, int, float]]:
+    """A stratified random sample of the agreements (reward = the verdict of ``label_blind``) that the first
+    adjudication stream did not draw as decoys: ``per_stratum`` trials drawn without replacement from the agreements
+    the reward passes and as many from those it fails, shuffled together. Returns (task, trial, stratum, weight) in
+    packet order; stratum = the reward (1 pass, 0 fail), weight = stratum size / sample size (the number of
+    not-yet-adjudicated agreements each sampled trial stands for)."""
+    import numpy as np
+
+    reward = {(r["task"], r["trial"]): int(r["reward"]) for r in load_airline_table()}
+    blind = {(r["task"], r["trial"]): reader_ok(r["label_blind"]) for r in load_blind_labels()}
+    done = set(adjudication_sample())
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for s in (1, 0):
+        pool = [k for k in sorted(blind) if blind[k] == reward[k] == s and k not in done]
+        w = len(pool) / min(per_stratum, len(pool))
+        chosen += [(*pool[int(i)], s, w) for i in sorted(rng.choice(len(pool), min(per_stratum, len(pool)), replace=False))]
+    return [chosen[int(i)] for i in rng.permutation(len(chosen))]
+
+
 def load_adjudication() -> list[dict[str, Any]]:
     """The blind adjudication (task, trial, packet, label, no_trace, contaminated, reason), in table order: every trial
     where the reward and the reader's ``label_blind`` verdict disagree, and decoys where they agree, each read from the
