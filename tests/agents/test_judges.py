@@ -149,3 +149,13 @@ def test_agreement_sample_is_stratified_and_labels_match_it():
     assert all(sample[r["packet"]][:2] == (r["task"], r["trial"]) and r["label"] in BLIND_SET and r["reason"]
                for r in rows)
     assert all(handled(r["label"], r["no_trace"], "lenient") >= handled(r["label"], r["no_trace"], "strict") for r in rows)
+
+
+def test_second_adjudication_covers_every_adjudicated_trial():
+    from iclr25.agents.published import load_adjudication, load_agreement_adjudication, load_second_adjudication
+
+    second = load_second_adjudication()
+    if second:                                      # the second adjudicator's labels, when committed
+        first = {(r["task"], r["trial"]) for r in load_adjudication() + load_agreement_adjudication()}
+        assert sorted((r["task"], r["trial"]) for r in second) == sorted(first)
+        assert all(r["strict"] in (0, 1) and r["lenient"] in (0, 1) and r["lenient"] >= r["strict"] for r in second)
