@@ -109,3 +109,53 @@ def test_adjudication_is_the_seeded_stream_of_every_dispute_and_the_decoys():
     assert all(r["label"] in BLIND_SET and r["no_trace"] in (0, 1) and r["contaminated"] in (0, 1) and r["reason"]
                for r in adj)
     assert all(r["label"] in ("wrong_args", "wrong_decision", "partial") for r in adj if r["no_trace"])
+
+
+def test_score_judges_weights_and_reference_lead():
+    from iclr25.agents.published import score_judges
+
+    rng = np.random.default_rng(0)
+    truth = rng.random(400) < 0.5
+    groups = np.repeat(np.arange(100), 4)
+    perfect = truth.copy()
+    judges = {"database reward": perfect, "always pass": np.ones(400, bool), "coin": rng.random(400) < 0.5}
+    out = score_judges(truth, judges, groups, n_boot=300, seed=1)
+    assert out["database reward"][0] == 1.0 and out["database reward"][1:] == (1.0, 1.0)
+    acc, lo, hi = out["always pass"]
+    assert abs(acc - truth.mean()) < 1e-12 and 0 < lo <= 1 - acc <= hi      # the lead over a constant judge
+    # weights: a trial of weight 3 counts as three copies of it
+    w = np.where(np.arange(400) % 2 == 0, 3.0, 1.0)
+    rep = np.concatenate([np.arange(400)] + [np.arange(0, 400, 2)] * 2)
+    a_w = score_judges(truth, judges, groups, n_boot=50, seed=1, weights=w)["coin"][0]
+    a_r = score_judges(truth[rep], {k: v[rep] for k, v in judges.items()}, groups[rep], n_boot=50, seed=1)["coin"][0]
+    assert abs(a_w - a_r) < 1e-12
+
+
+def test_agreement_sample_is_stratified_and_labels_match_it():
+    from iclr25.agents.published import (AGREEMENT_PER_STRATUM, BLIND_SET, adjudication_sample, agreement_sample,
+                                         handled, load_agreement_adjudication, load_airline_table,
+                                         load_blind_labels, reader_ok)
+
+    reward = {(r["task"], r["trial"]): int(r["reward"]) for r in load_airline_table()}
+    blind = {(r["task"], r["trial"]): reader_ok(r["label_blind"]) for r in load_blind_labels()}
+    sample = agreement_sample()
+    assert len(sample) == 2 * AGREEMENT_PER_STRATUM and not {(t, r) for t, r, _, _ in sample} & set(adjudication_sample())
+    for t, r, s, w in sample:
+        assert blind[t, r] == reward[t, r] == s
+        pool = sum(blind[k] == reward[k] == s for k in blind) - sum(blind[k] == reward[k] == s for k in adjudication_sample())
+        assert abs(w * AGREEMENT_PER_STRATUM - pool) < 1e-9
+    rows = load_agreement_adjudication()
+    assert sorted((r["task"], r["trial"]) for r in rows) == sorted((t, r) for t, r, _, _ in sample)
+    assert all(sample[r["packet"]][:2] == (r["task"], r["trial"]) and r["label"] in BLIND_SET and r["reason"]
+               for r in rows)
+    assert all(handled(r["label"], r["no_trace"], "lenient") >= handled(r["label"], r["no_trace"], "strict") for r in rows)
+
+
+def test_second_adjudication_covers_every_adjudicated_trial():
+    from iclr25.agents.published import load_adjudication, load_agreement_adjudication, load_second_adjudication
+
+    second = load_second_adjudication()
+    if second:                                      # the second adjudicator's labels, when committed
+        first = {(r["task"], r["trial"]) for r in load_adjudication() + load_agreement_adjudication()}
+        assert sorted((r["task"], r["trial"]) for r in second) == sorted(first)
+        assert all(r["strict"] in (0, 1) and r["lenient"] in (0, 1) and r["lenient"] >= r["strict"] for r in second)

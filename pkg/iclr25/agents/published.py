@@ -351,6 +351,31 @@ def adjudication_sample(seed: int = ADJUDICATION_SEED, decoys: int = ADJUDICATIO
     return [chosen[int(i)] for i in rng.permutation(len(chosen))]
 
 
+#: The seed and the per-stratum size of the stratified sample of the agreements adjudicated after the disputes.
+AGREEMENT_SEED, AGREEMENT_PER_STRATUM = 2032, 30
+
+
+def agreement_sample(seed: int = AGREEMENT_SEED, per_stratum: int = AGREEMENT_PER_STRATUM
+                     ) -> list[tuple[int, int, int, float]]:
+    """A stratified random sample of the agreements (reward = the verdict of ``label_blind``) that the first
+    adjudication stream did not draw as decoys: ``per_stratum`` trials drawn without replacement from the agreements
+    the reward passes and as many from those it fails, shuffled together. Returns (task, trial, stratum, weight) in
+    packet order; stratum = the reward (1 pass, 0 fail), weight = stratum size / sample size (the number of
+    not-yet-adjudicated agreements each sampled trial stands for)."""
+    import numpy as np
+
+    reward = {(r["task"], r["trial"]): int(r["reward"]) for r in load_airline_table()}
+    blind = {(r["task"], r["trial"]): reader_ok(r["label_blind"]) for r in load_blind_labels()}
+    done = set(adjudication_sample())
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for s in (1, 0):
+        pool = [k for k in sorted(blind) if blind[k] == reward[k] == s and k not in done]
+        w = len(pool) / min(per_stratum, len(pool))
+        chosen += [(*pool[int(i)], s, w) for i in sorted(rng.choice(len(pool), min(per_stratum, len(pool)), replace=False))]
+    return [chosen[int(i)] for i in rng.permutation(len(chosen))]
+
+
 def load_adjudication() -> list[dict[str, Any]]:
     """The blind adjudication (task, trial, packet, label, no_trace, contaminated, reason), in table order: every trial
     where the reward and the reader's ``label_blind`` verdict disagree, and decoys where they agree, each read from the
@@ -359,6 +384,69 @@ def load_adjudication() -> list[dict[str, Any]]:
     rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "packet": int(r["packet"]),
              "no_trace": int(r["no_trace"]), "contaminated": int(r["contaminated"])} for r in rows]
+
+
+#: The blind adjudication of the stratified sample of agreements (see the file's header).
+AGREEMENTS_FILE = "data/tau_bench_adjudication_agreements.csv"
+#: The second, independent blind adjudicator's labels of every adjudicated packet, if it finished.
+SECOND_FILE = "data/tau_bench_adjudication_second.csv"
+
+
+def _read_rows(name: str) -> list[dict[str, str]]:
+    path = resources.files("iclr25.agents").joinpath(name)
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    return list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
+
+
+def load_agreement_adjudication() -> list[dict[str, Any]]:
+    """The blind labels of the stratified agreement sample (task, trial, packet, stratum, weight, label, no_trace,
+    reason), in table order; ``weight`` is the number of not-yet-adjudicated agreements of its stratum (the reward's
+    pass / fail) each sampled trial stands for."""
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "packet": int(r["packet"]),
+             "stratum": int(r["stratum"]), "weight": float(r["weight"]), "no_trace": int(r["no_trace"])}
+            for r in _read_rows(AGREEMENTS_FILE)]
+
+
+def load_second_adjudication() -> list[dict[str, Any]]:
+    """The second adjudicator's verdicts (task, trial, strict, lenient as 0/1, reason), or [] if there are none."""
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "strict": int(r["strict"]),
+             "lenient": int(r["lenient"])} for r in _read_rows(SECOND_FILE)]
+
+
+def handled(label: str, no_trace: int, mode: str) -> int:
+    """The verdict of an adjudication label: 1 when the trial is handled under ``mode`` ("strict": the label is ok or
+    user_error; "lenient": also a failure that left the database where the task needs it, ``no_trace`` = 1)."""
+    if mode not in ("strict", "lenient"):
+        raise ValueError(f"mode must be 'strict' or 'lenient', got {mode!r}")
+    return int(reader_ok(label) or (mode == "lenient" and int(no_trace) == 1))
+
+
+def score_judges(truth, judges: dict[str, Any], groups, n_boot: int, seed: int, weights=None,
+                 reference: str = "database reward") -> dict[str, tuple[float, float, float]]:
+    """Each judge's weighted accuracy against ``truth`` and the reference judge's lead over it.
+
+    ``judges`` maps a name to a boolean verdict per trial (it must contain ``reference``); ``weights`` (default 1)
+    are sampling weights (the trials of a stratum a labelled trial stands for). Returns, per judge other than the
+    reference, (judge accuracy, lower, upper) where (lower, upper) is the 95 % interval of reference accuracy minus
+    judge accuracy with whole tasks (``groups``) resampled, each judge on its own stream ``seed + i``; and for the
+    reference itself (accuracy, lower, upper) of its own accuracy."""
+    import numpy as np
+
+    def ci95(b):
+        return tuple(float(x) for x in np.percentile(b, [2.5, 97.5]))
+
+    truth = np.asarray(truth, bool)
+    w = np.ones(len(truth)) if weights is None else np.asarray(weights, float)
+    right = {nm: (np.asarray(v, bool) == truth).astype(float) for nm, v in judges.items()}
+    acc = {nm: float((r * w).sum() / w.sum()) for nm, r in right.items()}
+    out = {reference: (acc[reference], *ci95(cluster_bootstrap(right[reference] * w, w, groups, n_boot,
+                                                                   np.random.default_rng(seed))))}
+    for i, nm in enumerate(n for n in judges if n != reference):
+        b = cluster_bootstrap((right[reference] - right[nm]) * w, w, groups, n_boot, np.random.default_rng(seed + 1 + i))
+        out[nm] = (acc[nm], *ci95(b))
+    return out
 
 
 def blind_transcript(traj: list[dict[str, Any]], msg: int = 380, reply: int = 480, search: int = 220) -> str:
@@ -403,11 +491,12 @@ def cluster_bootstrap(num, den, groups, n_boot: int, rng):
 
 
 def cross_fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]], target, groups, n_folds: int = 5,
-                   deal: int | None = None, hits: dict[str, Any] | None = None):
+                   deal: int | None = None, hits: dict[str, Any] | None = None, weights=None):
     """Out-of-fold predictions of the best rule: the groups (tasks) are dealt into ``n_folds`` folds (in sorted
     order, or in the order of ``numpy.random.default_rng(deal).permutation`` when ``deal`` is given); for each
-    fold the rule that agrees most often with ``target`` on the other folds predicts it. ``hits`` may hold the
-    rules' verdicts on ``rows`` already computed. Returns (predictions, the rule chosen for each fold)."""
+    fold the rule that agrees most often with ``target`` on the other folds predicts it (agreements counted with
+    ``weights``, by default 1 each). ``hits`` may hold the rules' verdicts on ``rows`` already computed. Returns
+    (predictions, the rule chosen for each fold)."""
     import numpy as np
 
     target, groups = np.asarray(target, bool), np.asarray(groups)
@@ -418,10 +507,11 @@ def cross_fit_rule(rules: dict[str, Any], rows: list[dict[str, Any]], target, gr
         hits = {name: np.array([bool(f(r)) for r in rows]) for name, f in rules.items()}
     names = list(hits)
     H = np.array([hits[nm] for nm in names])
+    w = np.ones(len(target)) if weights is None else np.asarray(weights, float)
     pred, chosen = np.zeros(len(target), bool), []
     for k in range(n_folds):
         tr = fold != k
-        best = names[int(np.argmax(((H == target) & tr).sum(1)))]   # first in order on ties
+        best = names[int(np.argmax(((H == target) & tr) @ w))]   # first in order on ties
         pred[~tr] = hits[best][~tr]
         chosen.append(best)
     return pred, chosen
