@@ -11,11 +11,12 @@ from iclr25.align.tune_booster import (ATTACK, FA_SLACK, HELP_SLACK, LAMBDAS, PR
 
 def test_grids_have_nine_points_per_method_sixteen_for_booster():
     g = grids()
-    assert all(len(v) == 9 for k, v in g.items() if k not in ("sft", "booster", "repnoise"))
-    assert len(g["booster"]) == 16 and len(g["repnoise"]) == 15
+    assert all(len(v) == 9 for k, v in g.items() if k not in ("sft", "booster", "repnoise", "repnoise_all"))
+    assert len(g["booster"]) == 16 and len(g["repnoise"]) == 12 and len(g["repnoise_all"]) == 15
     assert "random" not in g  # the direction control takes Booster's choice
     assert {1.0, 2.0, 5.0} <= {p["lam"] for p in g["booster"]} == set(LAMBDAS)  # the paper's lambdas included
-    assert {"alpha": 0.1, "beta": 0.001} in g["repnoise"]
+    assert {"alpha": 0.1, "beta": 0.001} in g["repnoise_all"]
+    assert all(p["masked"] for p in g["repnoise"]) and any(p["beta"] == 0.001 for p in g["repnoise"])
 
 
 def test_committed_choice_follows_rule():
