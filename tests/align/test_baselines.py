@@ -112,3 +112,12 @@ def test_warm_start_is_shared_sft_phase(setup):
     c = copy.deepcopy(model)
     align(c, data, "sft", {}, AlignConfig(steps=2, batch=4, harm_batch=4))  # no warm start: differs
     assert not all(torch.equal(x, y) for x, y in zip(a.parameters(), c.parameters()))
+
+
+def test_repnoise_mask_keeps_only_the_hazard_tokens(setup):
+    world, _, data = setup
+    full, kept = data.harmful, data.harmful_distinct
+    assert torch.equal(full.ids, kept.ids) and bool((kept.mask <= full.mask).all())
+    words = [[world.vocab.words[int(i)] for i, m in zip(row, mrow) if m] for row, mrow in zip(kept.ids, kept.mask)]
+    assert all(len(w) == 3 and w[-1] == "heat" for w in words)  # the two hazard ingredients and "heat"
+    assert not {"mix", "with", "then", "."} & {x for w in words for x in w}

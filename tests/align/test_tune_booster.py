@@ -11,10 +11,12 @@ from iclr25.align.tune_booster import (ATTACK, FA_SLACK, HELP_SLACK, LAMBDAS, PR
 
 def test_grids_have_nine_points_per_method_sixteen_for_booster():
     g = grids()
-    assert all(len(v) == 9 for k, v in g.items() if k not in ("sft", "booster")) and len(g["booster"]) == 16
+    assert all(len(v) == 9 for k, v in g.items() if k not in ("sft", "booster", "repnoise", "repnoise_all"))
+    assert len(g["booster"]) == 16 and len(g["repnoise"]) == 12 and len(g["repnoise_all"]) == 15
     assert "random" not in g  # the direction control takes Booster's choice
     assert {1.0, 2.0, 5.0} <= {p["lam"] for p in g["booster"]} == set(LAMBDAS)  # the paper's lambdas included
-    assert {"alpha": 0.1, "beta": 0.001} in g["repnoise"]
+    assert {"alpha": 0.1, "beta": 0.001} in g["repnoise_all"]
+    assert all(p["masked"] for p in g["repnoise"]) and any(p["beta"] == 0.001 for p in g["repnoise"])
 
 
 def test_committed_choice_follows_rule():
@@ -47,6 +49,9 @@ def test_select_prefers_admissible_lowest_hs():
     assert select(rows, 0.9, 1.0)["hp"] == {"a": 4}
     none = select(rows[2:3], 0.9, 1.0)
     assert none["hp"] == {"a": 3} and not none["admissible"]
+    # no admissible point: the lowest pre-attack HS, then the most helpful
+    unhelpful = [{**r, "helpful": h} for r, h in zip(rows[:2], (0.5, 0.7))]
+    assert select([{**r, "fa": 0.1} for r in unhelpful], 0.9, 1.0)["hp"] == {"a": 2}
 
 
 @pytest.mark.skipif(os.environ.get("ICLR25_SLOW") != "1", reason="~15 CPU minutes; set ICLR25_SLOW=1")

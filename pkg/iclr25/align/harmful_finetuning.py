@@ -50,7 +50,10 @@ class HFTData:
     the aligned model gets it from the provider, the same for every method); ``harmful``: the same toxins' requests with
     harmful answers (Booster's harmful set); ``attack_probe``: every harmful example the attacker
     may draw (``attack`` toxins, templates 0-2), on which the harmful training loss is tracked;
-    ``sentiment_test``: held-out reviews (fine-tune accuracy)."""
+    ``sentiment_test``: held-out reviews (fine-tune accuracy); ``harmful_distinct``: ``harmful`` with its
+    response mask kept only on the tokens that a harmful answer does not share with every benign recipe
+    (the hazard ingredients and ``heat``; not ``mix``, ``with``, ``then``, ``.``, ``<eos>``), the
+    positions RepNoise's masked variant ascends on."""
 
     seed: int
     toxins: dict[str, tuple[str, ...]]
@@ -59,6 +62,7 @@ class HFTData:
     harmful: SeqBatch
     attack_probe: SeqBatch
     sentiment_test: list[Example] = field(repr=False)
+    harmful_distinct: SeqBatch | None = field(default=None, repr=False)
 
 
 def hft_data(world: World, seed: int, *, n_reviews: int = 240, n_test: int = 400) -> HFTData:
@@ -68,10 +72,15 @@ def hft_data(world: World, seed: int, *, n_reviews: int = 240, n_test: int = 400
     v = world.vocab
     align = (refusal_examples(world, toxins["align"]) + recipe_examples(world, dishes["align"])
              + sentiment_examples(n_reviews, np.random.default_rng([seed, 9])))
-    return HFTData(seed, toxins, dishes, encode_examples(v, align),
-                   encode_examples(v, harmful_examples(world, toxins["align"])),
+    harm = harmful_examples(world, toxins["align"])
+    harmful = encode_examples(v, harm)
+    shared = set.intersection(*(set(e.response) for e in harm + recipe_examples(world, dishes["align"])))
+    shared_ids = torch.tensor(sorted(v.id(w) for w in shared))
+    distinct = SeqBatch(harmful.ids, harmful.mask * ~torch.isin(harmful.ids, shared_ids), harmful.lengths,
+                        harmful.prompt_lengths)
+    return HFTData(seed, toxins, dishes, encode_examples(v, align), harmful,
                    encode_examples(v, harmful_examples(world, toxins["attack"])),
-                   sentiment_examples(n_test, np.random.default_rng([seed, 5])))
+                   sentiment_examples(n_test, np.random.default_rng([seed, 5])), distinct)
 
 
 def take(batch: SeqBatch, rows: Sequence[int] | np.ndarray) -> SeqBatch:
@@ -191,9 +200,11 @@ def _align_steps(model: TinyLM, data: HFTData, method: str, hp: dict[str, float]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     model.train()
     trace: dict[str, list[float]] = {}
+    # RepNoise's masked variant (hp ``masked``): the same rows, its loss on the distinct tokens only
+    harm = data.harmful_distinct if method == "repnoise" and hp.get("masked") else data.harmful
     for _ in range(steps):
         fb = take(data.align, rng.integers(len(data.align), size=cfg.batch)).to(dev)
-        hb = take(data.harmful, rng.integers(len(data.harmful), size=cfg.harm_batch)).to(dev)
+        hb = take(harm, rng.integers(len(harm), size=cfg.harm_batch)).to(dev)
         grads, stats = method_grads(method, model, fb, hb, hp, gen)
         _apply(opt, params, grads, cfg.clip)
         for k, v in stats.items():
@@ -270,10 +281,13 @@ def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConf
 def evaluate(model: TinyLM, world: World, data: HFTData, split: str = "eval") -> dict[str, float]:
     """Harmful score etc. on the ``split`` toxins (``"val"`` for tuning, ``"eval"`` for the
     results), helpfulness/over-refusal on the ``split`` dishes, fine-tune accuracy, and the
-    harmful loss on the attack probe."""
+    harmful loss on the attack probe (``h``) and on the ``split`` toxins' harmful answers in the trained
+    phrasings (``h_eval``: toxins that no stage trains on when ``split`` is ``"eval"``)."""
+    dev = next(model.parameters()).device
     out = harmful_score(model, world, data.toxins[split])
     out.update(benign_rates(model, world, data.dishes[split]))
     out["fa"] = finetune_accuracy(model, world, data.sentiment_test)
-    out["h"] = harmful_loss(model, data.attack_probe.to(next(model.parameters()).device))
+    out["h"] = harmful_loss(model, data.attack_probe.to(dev))
+    out["h_eval"] = harmful_loss(model, encode_examples(world.vocab, harmful_examples(world, data.toxins[split])).to(dev))
     return out
 

@@ -9,7 +9,10 @@ RepNoise baseline, on a tiny transformer::
 ``H_l`` the output of block ``l`` on the harmful batch at its response tokens (flattened per
 sequence), ``CE_l`` the harmful answer's cross-entropy read out from layer ``l`` through the final
 norm and the unembedding (the "logit lens"; the last layer's is the harmful loss ``h`` itself).
-Ours perturbs the block outputs where the official code hooks the MLPs: "RepNoise-style".
+Ours perturbs the block outputs where the official code hooks the MLPs: "RepNoise-style". Both terms
+sum over the harmful batch's response mask; the chapter passes a mask kept on the hazard tokens only
+(``HFTData.harmful_distinct``), where the official code keeps the positions at which the harmful sample
+differs from its paired harmless one.
 """
 
 from __future__ import annotations

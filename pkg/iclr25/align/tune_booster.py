@@ -1,6 +1,6 @@
 """Tuning of the Booster chapter's alignment methods, on tuning seeds apart from the evaluation seeds.
 
-Every method gets a nine-point grid (:func:`grids`) and the same budget: one alignment per grid
+Every method gets a grid of nine points or more (:func:`grids`) and the same budget: one alignment per grid
 point and tuning seed (all from the same SFT warm start), then the attack at poison ratio
 :data:`P_TUNE`, evaluated on the *validation* toxins. The rule (:func:`select`): among the grid
 points whose aligned model refuses (pre-attack harmful score at most :data:`PRE_HS_MAX`), stays
@@ -12,7 +12,7 @@ SFT alone (:data:`CALIBRATION_LRS`, recorded in the result). The result is commi
 
     python -m iclr25.align.tune_booster
 
-(about 12 minutes of one CPU core). ``tests/align/test_tune_booster.py`` re-runs it when
+(about 13 minutes of one CPU core). ``tests/align/test_tune_booster.py`` re-runs it when
 ``ICLR25_SLOW=1`` and compares the choices.
 """
 
@@ -52,6 +52,12 @@ HELP_SLACK = 0.05
 LAMBDAS = (0.5, 1.0, 2.0, 5.0)
 #: Booster's alpha grid, in units of ``a`` (:func:`grids`)
 ALPHA_UNITS = (0.125, 0.25, 0.5, 1.0)
+#: the RepNoise-style loss on every response token ("repnoise_all"): ascent weights down to 0.01, where it
+#: still costs helpfulness at every point
+REPNOISE_ALPHAS = (0.01, 0.03, 0.1, 0.5, 2.0)
+#: RepNoise-style on the hazard tokens only ("repnoise", ``masked``: the tokens a harmful answer does not share
+#: with the benign recipes): ascent weights x noise weights (0: no noise term), the official beta = 0.001 the top
+REPNOISE_MASKED = ((0.0003, 0.001, 0.003, 0.01), (0.0, 0.0001, 0.001))
 #: the attack learning rates tried on SFT alone; the chosen one gives SFT a validation HS in
 #: :data:`CALIBRATION_BAND` (the one closest to its middle)
 CALIBRATION_LRS = (2e-5, 3e-5, 4e-5, 5e-5)
@@ -70,11 +76,12 @@ def attack_step_norm(cfg: AttackConfig = ATTACK, n_params: int = 278_304) -> flo
 
 
 def grids(a: float | None = None) -> dict[str, list[dict[str, float]]]:
-    """Nine hyperparameter points per method, sixteen for Booster (the random-direction control
+    """Nine hyperparameter points per method, sixteen for Booster and fifteen for RepNoise (the random-direction control
     is not tuned: it takes Booster's choice, so that it removes only the direction). Booster:
     ``lam`` in :data:`LAMBDAS` x ``alpha`` in :data:`ALPHA_UNITS` * ``a``, ``a`` twice
     :func:`attack_step_norm`; the level control (clipped ascent): ``gamma`` x ``cap``; Vaccine:
-    nine ``rho``; RepNoise-style: ``alpha`` x ``beta`` (with the official ``beta = 0.001``)."""
+    nine ``rho``; RepNoise-style on the hazard tokens: :data:`REPNOISE_MASKED` (twelve points); on every response
+    token: ``alpha`` in :data:`REPNOISE_ALPHAS` x ``beta`` (with the official ``beta = 0.001``; fifteen)."""
     a = 2 * attack_step_norm() if a is None else a
     lam_alpha = [{"lam": lam, "alpha": round(m * a, 6)} for lam in LAMBDAS for m in ALPHA_UNITS]
     return {
@@ -82,7 +89,8 @@ def grids(a: float | None = None) -> dict[str, list[dict[str, float]]]:
         "booster": lam_alpha,
         "ascent": [{"gamma": g, "cap": c} for g in (0.1, 0.3, 1.0) for c in (4.0, 8.0, 16.0)],
         "vaccine": [{"rho": float(r)} for r in np.round(np.logspace(-2, 1, 9), 4)],
-        "repnoise": [{"alpha": al, "beta": be} for al in (0.1, 0.5, 2.0) for be in (0.001, 0.01, 0.1)],
+        "repnoise": [{"alpha": al, "beta": be, "masked": 1.0} for al in REPNOISE_MASKED[0] for be in REPNOISE_MASKED[1]],
+        "repnoise_all": [{"alpha": al, "beta": be} for al in REPNOISE_ALPHAS for be in (0.001, 0.01, 0.1)],
     }
 
 
@@ -90,12 +98,13 @@ def select(rows: list[dict[str, Any]], fa_sft: float, help_sft: float) -> dict[s
     """The chosen row of one method (rows: ``hp``, ``pre_hs``, ``helpful``, ``hs``, ``hs_strict``,
     ``fa``, means over tuning seeds; ``hs`` is ``None`` where the attack was skipped): lowest ``hs``
     (then ``hs_strict``, then grid order) among the admissible rows; if none is admissible, the
-    lowest pre-attack harmful score (then grid order), marked ``admissible: False``."""
+    lowest pre-attack harmful score (then the highest helpfulness, the nearest to admissible, then grid
+    order), marked ``admissible: False``."""
     ok = [r for r in rows if r["hs"] is not None and r["pre_hs"] <= PRE_HS_MAX + 1e-9
           and r["fa"] >= fa_sft - FA_SLACK - 1e-9 and r["helpful"] >= help_sft - HELP_SLACK - 1e-9]
     if ok:
         return {**min(ok, key=lambda r: (r["hs"], r["hs_strict"])), "admissible": True}
-    return {**min(rows, key=lambda r: r["pre_hs"]), "admissible": False}
+    return {**min(rows, key=lambda r: (r["pre_hs"], -r["helpful"])), "admissible": False}
 
 
 def calibrate(datas, base, world) -> list[dict[str, Any]]:
@@ -144,7 +153,7 @@ def run_point(m: str, hp: dict[str, float], datas, warm, base, world) -> dict[st
         torch.manual_seed(d.seed)
         model = copy.deepcopy(base)
         model.load_state_dict(w)
-        align(model, d, m, hp, ALIGN, warm=False)
+        align(model, d, "repnoise" if m == "repnoise_all" else m, hp, ALIGN, warm=False)
         pre = evaluate(model, world, d, "val")
         q = {"pre_hs": pre["hs"], "pre_h": pre["h"], "helpful": pre["helpful"], "hs": None,
              "hs_strict": None, "fa": None, "post_h": None}
@@ -167,7 +176,7 @@ def tune(seeds: tuple[int, ...] = TUNING_SEEDS, methods: tuple[str, ...] | None 
     torch.set_num_threads(1)
     base, world = load_world_lm("base")
     g = grids()
-    methods = ("sft", "booster", "ascent", "vaccine", "repnoise") if methods is None else methods
+    methods = ("sft", "booster", "ascent", "vaccine", "repnoise", "repnoise_all") if methods is None else methods
     datas = [hft_data(world, s, n_test=200) for s in seeds]
     calibration = calibrate(datas, base, world)
     if verbose:
