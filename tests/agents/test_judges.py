@@ -92,3 +92,20 @@ def test_blind_reading_covers_all_trials_in_one_shuffled_stream():
             {"role": "tool", "name": "get_user_details", "content": '{"a": 1}'}]
     t = blind_transcript(traj)
     assert "POLICY" not in t and 'A> get_user_details({"user_id": "x"})' in t and 'T[get_user_details]: {"a":1}' in t
+
+
+def test_adjudication_is_the_seeded_stream_of_every_dispute_and_the_decoys():
+    from iclr25.agents.published import (ADJUDICATION_DECOYS, BLIND_SET, adjudication_sample, load_adjudication,
+                                         load_airline_table, load_blind_labels, reader_ok)
+
+    reward = {(r["task"], r["trial"]): int(r["reward"]) for r in load_airline_table()}
+    blind = {(r["task"], r["trial"]): reader_ok(r["label_blind"]) for r in load_blind_labels()}
+    adj = load_adjudication()
+    stream = adjudication_sample()
+    dis = {k for k in blind if blind[k] != reward[k]}
+    assert len(stream) == len(set(stream)) == len(dis) + ADJUDICATION_DECOYS and dis <= set(stream)
+    assert sorted((r["task"], r["trial"]) for r in adj) == [(r["task"], r["trial"]) for r in adj] == sorted(stream)
+    assert all(stream[r["packet"]] == (r["task"], r["trial"]) for r in adj)   # packet order is the seeded stream
+    assert all(r["label"] in BLIND_SET and r["no_trace"] in (0, 1) and r["contaminated"] in (0, 1) and r["reason"]
+               for r in adj)
+    assert all(r["label"] in ("wrong_args", "wrong_decision", "partial") for r in adj if r["no_trace"])

@@ -26,7 +26,8 @@ file, ``data/tau_bench_stop_labels.csv`` (see :data:`STOP_LABELS`). A seeded sam
 30 successful trials, labelled the same way, is the third (:data:`READ_LABELS`). The fourth,
 ``data/tau_bench_blind_labels.csv``, is a reward-blind reading of all 200 trials in one shuffled stream with one
 label set, its disagreements with the reward settled with the gold (:func:`load_blind_labels`,
-:func:`blind_transcript`).
+:func:`blind_transcript`). The fifth, ``data/tau_bench_adjudication.csv``, is an independent blind adjudication of
+the trials where that reading and the reward disagree, mixed with decoys (:func:`load_adjudication`).
 
 Regenerate the committed table with (the path is a clone or bare mirror of the repository)::
 
@@ -327,6 +328,39 @@ def load_blind_labels() -> list[dict[str, Any]]:
     return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "order": int(r["order"])} for r in rows]
 
 
+#: The independent blind adjudication of the reward-vs-reader disputes (plus decoys; see the file's header).
+ADJUDICATION_FILE = "data/tau_bench_adjudication.csv"
+
+
+#: The seed and the number of decoys of the adjudication stream.
+ADJUDICATION_SEED, ADJUDICATION_DECOYS = 2031, 13
+
+
+def adjudication_sample(seed: int = ADJUDICATION_SEED, decoys: int = ADJUDICATION_DECOYS) -> list[tuple[int, int]]:
+    """The (task, trial) of each packet of the adjudication stream, in packet order: every trial where the reward and
+    the verdict of ``label_blind`` disagree, plus ``decoys`` drawn from the agreements, shuffled together."""
+    import numpy as np
+
+    reward = {(r["task"], r["trial"]): int(r["reward"]) for r in load_airline_table()}
+    blind = {(r["task"], r["trial"]): reader_ok(r["label_blind"]) for r in load_blind_labels()}
+    keys = sorted(blind)
+    dis = [k for k in keys if blind[k] != reward[k]]
+    agree = [k for k in keys if blind[k] == reward[k]]
+    rng = np.random.default_rng(seed)
+    chosen = dis + [agree[i] for i in sorted(rng.choice(len(agree), decoys, replace=False))]
+    return [chosen[int(i)] for i in rng.permutation(len(chosen))]
+
+
+def load_adjudication() -> list[dict[str, Any]]:
+    """The blind adjudication (task, trial, packet, label, no_trace, contaminated, reason), in table order: every trial
+    where the reward and the reader's ``label_blind`` verdict disagree, and decoys where they agree, each read from the
+    task's instruction and the conversation alone by a fresh reader (:mod:`scripts/tau_bench_adjudication_packets`)."""
+    text = resources.files("iclr25.agents").joinpath(ADJUDICATION_FILE).read_text(encoding="utf-8")
+    rows = list(csv.DictReader([ln for ln in text.splitlines() if not ln.startswith("#")]))
+    return [{**r, "task": int(r["task"]), "trial": int(r["trial"]), "packet": int(r["packet"]),
+             "no_trace": int(r["no_trace"]), "contaminated": int(r["contaminated"])} for r in rows]
+
+
 def blind_transcript(traj: list[dict[str, Any]], msg: int = 380, reply: int = 480, search: int = 220) -> str:
     """A trial condensed the way the gold-blind reading saw it: the user's and agent's messages, the agent's tool
     calls with arguments and the tool replies (cut to ``msg`` / ``reply`` / ``search`` characters); no system
@@ -421,9 +455,12 @@ def two_condition_rules(lits: dict[str, Any]) -> dict[str, Any]:
 def label_verdict(intervals: dict[str, tuple[float, float]]) -> bool | None:
     """From (lower, upper) intervals of reward-minus-judge agreement, one per judge: False when some
     judge beats the reward beyond noise, True when the reward beats every judge, else None."""
-    if any(hi < 0 for _, hi in intervals.values()):
+    from iclr25.common.stats import three_way
+
+    vs = [three_way(lo, hi, 0.0) for lo, hi in intervals.values()]
+    if any(v is False for v in vs):
         return False
-    return True if all(lo > 0 for lo, _ in intervals.values()) else None
+    return True if all(vs) else None
 
 
 def nearest_histogram(pass_hat, n_tasks: int):

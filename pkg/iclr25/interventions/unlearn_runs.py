@@ -10,8 +10,8 @@ persons, whose hobbies never appear in any retain text (:func:`heldout_hobby`).
 The grids (:data:`GRIDS`: GA over learning rate and steps, 16 settings; GD over learning rate, steps and retain
 weight, 24; RMU over the steered layer, the steering coefficient and the learning rate) take a few CPU
 minutes at the tuning seed, more than the chapter's budget, so ``python -m
-iclr25.interventions.unlearn_runs`` runs them and writes ``iclr25/lm/weights/
-interventions-unlearn-tuning.json`` (recipe, seed, torch version, every setting's forget accuracy
+iclr25.interventions.unlearn_runs`` runs them and writes
+``iclr25/interventions/results/unlearn-tuning.json`` (recipe, seed, torch version, every setting's forget accuracy
 and held-out hobby accuracy, sha256 of the results); the chapter loads it, checks the digest, and
 re-runs the chosen RMU setting live to show it matches (:func:`tune_run` is the one function both use).
 """
@@ -36,7 +36,7 @@ from iclr25.lm.probes import fact_queries, mc_hazard_items
 from iclr25.lm.splits import forget_texts, retain_texts
 from iclr25.lm.world import DECLARATIVE_TEMPLATE, EDIT_TEMPLATE, RARE_RELATIONS, fact_sentence
 
-RUNS_FILE = Path(__file__).resolve().parent.parent / "lm" / "weights" / "interventions-unlearn-tuning.json"
+RUNS_FILE = Path(__file__).resolve().parent / "results" / "unlearn-tuning.json"
 SCRIPT = "python -m iclr25.interventions.unlearn_runs"
 TUNE_SEED = 1000                 # the chapter's tune_seed at seed 0; evaluation seeds are 0, 1, 2, ...
 FORGET_TARGET = 0.35             # forget accuracy (4-way multiple choice, chance 0.25) to reach
