@@ -45,7 +45,7 @@ RECIPE = dict(
     # a model whose best rate is at an end of its grid gets the next rate of the ladder, until interior
     lr_ladder=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1],
     eval_seeds=[0, 1, 2, 3, 4, 5, 6, 7], missing=0.3,
-    tuned=["LIF", "PLIF", "gain-LIF", "TC-LIF", "TS-LIF"],          # each picks its own lr
+    tuned=["LIF", "PLIF", "gain-LIF", "TC-LIF", "TS-LIF", "TC-LIF 1-train"],   # each picks its own lr
     ablations=["−γ_s", "−S_d output", "−S_d reset", "uncoupled"],     # at TS-LIF's lr
     gru_lr=1e-2, gru_seeds=[0, 1, 2],                                  # the reference, not tuned
     missing_models=["TS-LIF", "LIF", "gain-LIF"],   # also trained (and validated) with missing inputs
@@ -57,6 +57,7 @@ NEURONS = {
     "PLIF": lambda h: PLIF(),
     "gain-LIF": GainLIF,
     "TC-LIF": lambda h: TCLIF(h),                  # TS-LIF's two-train readout (equal readout bits)
+    "TC-LIF 1-train": lambda h: TCLIF(),           # the paper's TC-LIF: the somatic spike train only
     "TS-LIF": TSLIF,
     "uncoupled": lambda h: TwoCompartment(h, coupled=False),
     "−γ_s": lambda h: TwoCompartment(h, soma_input=False),
@@ -69,7 +70,7 @@ NEURONS = {
 
 #: The order in which the evaluation runs are trained.
 PRIORITY = ["TS-LIF", "LIF", "gain-LIF", "GRU", "PLIF", "TC-LIF", "−S_d output", "−γ_s", "−S_d reset",
-            "uncoupled"]
+            "uncoupled", "TC-LIF 1-train"]
 
 
 def synthetic_data(recipe: dict = RECIPE, device: str | torch.device = "cpu") -> dict:
@@ -197,7 +198,7 @@ def main() -> None:  # pragma: no cover - the training run itself (about 20 CPU-
         np.savez_compressed(NPZ, **weights)
         MANIFEST.write_text(json.dumps(dict(recipe=r, runs=runs, sha256=file_sha256(NPZ), torch=torch.__version__,
                                             cpu_s_total=cpu_before + time.process_time() - t_start,
-                                            history=history), indent=1))
+                                            history=history), separators=(",", ":")))
 
     deadline = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--until=")), None)  # HH:MM UTC
 
