@@ -321,7 +321,6 @@ def test_weak_feedback_committed_students_consistent():
     r, g = WF.load_students(), WF.load_runs()
     assert [row["seed"] for row in r["students"]] == list(WF.EVAL_SEEDS)
     assert r["recipe"]["conditions"] == list(WF.STUDENT_CONDS) and r["recipe"]["chosen"] == g["student_chosen"]
-    assert r["recipe"]["grid_sha256"] == g["sha256"]
     for row in r["students"]:
         assert set(row) == {"seed", "SFT", *WF.STUDENT_CONDS}
 
@@ -367,3 +366,12 @@ def test_weak_feedback_committed_sweep_has_same_mode_and_students_strict():
             assert 0 <= r["offsupport"] <= 1 and -2.5 <= r["sampled_strict"] <= 2
             assert len(r["examples"]) == WF.N_EXAMPLES * len(WF.KINDS)
             assert r["offsupport"] > 0 or abs(r["sampled_strict"] - r["sampled"]) < 1e-12
+
+
+def test_strict_score_penalises_without_clipping():
+    """Off-support answers score min(r, -1): never raised, at most -1; in-support answers keep r."""
+    import iclr25.align.weak_feedback as WF
+
+    ok = np.array([True, True, False, False, False])
+    r = np.array([-1.5, 2.0, 2.0, -0.3, -1.5])
+    assert np.array_equal(WF.strict_score(ok, r), [-1.5, 2.0, -1.0, -1.0, -1.5])

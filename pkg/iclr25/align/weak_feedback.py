@@ -13,18 +13,21 @@ on a prefix of the pool, then label ``D_u`` by the implicit reward. Students
 ``n_student`` pairs of ``D_u`` with one condition's labels, gold reward of its answers on held-out
 prompts.
 
-``python -m iclr25.align.weak_feedback`` (about 6 minutes of one CPU core) writes
+``python -m iclr25.align.weak_feedback`` (about 10 minutes of one CPU core) writes
 ``grids/weak_feedback.json``: the teacher pilot on the tuning seed (epochs), the ``|D_l|`` sweep on
 the evaluation seeds (accuracy per prompt kind and on same-mode / different-mode pairs, agreement with
-the human on same-mode pairs), and the student grid (beta x epochs per condition, DPO plus the NLL of
-the chosen response, chosen by the strict gold reward) on :data:`STUDENT_TUNING_SEEDS`, with plain DPO
-at each chosen cell as the control (``--part student-grid`` re-runs the grid alone).
-``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 2.5 minutes) writes
-``grids/weak_feedback_students.json``: the students on human, weak-M, prompt-type-rule and gold
-labels on the evaluation seeds with the grid's chosen hyper-parameters (gold reward plain and with
-off-support answers scored -1, off-support rates, a few sample answers) (``--part students --merge
-A.json B.json`` joins runs over disjoint seeds). The chapter reads both and re-runs parts live to
-show they match.
+the human on same-mode pairs), and the student grid (beta x epochs per condition of
+:data:`GRID_CONDS`, DPO plus the NLL of the chosen response, chosen by the strict gold reward) on
+:data:`STUDENT_TUNING_SEEDS`, with plain DPO at each chosen cell as the control. The grid alone:
+``--part grid-cells --seeds S --conds C ... --out P.json`` per tuning seed and group of conditions
+(independent processes), then ``--part student-grid --merge P.json ...`` assembles them, runs the
+control and writes them into the record (``--part student-grid`` alone re-runs the whole grid).
+``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 5 minutes) writes
+``grids/weak_feedback_students.json``: the students of :data:`STUDENT_CONDS` on the evaluation seeds
+with the grid's chosen hyper-parameters (:data:`OWN_CELL` for those not on the grid): gold reward
+plain and strict (:func:`strict_score`), per prompt kind, off-support rates, a few sample answers
+(``--part students --merge A.json B.json`` joins runs over disjoint seeds). The chapter reads both
+and re-runs parts live to show they match.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ import numpy as np
 import torch
 
 from iclr25.align.dpo import (Reference, calibrate_eps, human_labels, label_accuracy, make_reference, pair_logps,
-                              policy_answers, policy_gold_reward, response_mode, train_dpo, weak_teacher_labels)
+                              policy_answers, policy_gold_reward, response_mode, systematic_labels, train_dpo,
+                              weak_teacher_labels)
 from iclr25.common.digest import json_sha256
 from iclr25.lm import PreferencePair, TinyLM, World, load_world_lm, preference_split
 from iclr25.lm.world import (BENIGN_ANSWER, BIO_TEMPLATE, CITIES, FOOD_INGREDIENTS, HARMFUL_ANSWER, HAZARD_INGREDIENTS,
@@ -65,7 +69,7 @@ EPOCHS = (1, 2, 4)
 NLL_WEIGHT = 1.0         #: students: weight of the chosen response's per-token NLL added to DPO (RPO-style)
 TUNING_SEED = 0
 STUDENT_TUNING_SEEDS = (0, 9)   #: the student grid's seeds (none of them an evaluation seed)
-GRID_CONDS = ("human", "weak-M", "gold")   #: the conditions tuned on the student grid (rule uses human's)
+GRID_CONDS = ("human", "weak-M", "rule", "gold")   #: the conditions tuned on the student grid
 EVAL_SEEDS = tuple(range(1, 9))
 KINDS = ("F", "B", "H")
 MODES = ("refusal", "idk", "harmful", "answer")
@@ -218,9 +222,15 @@ def in_support(world: World, prompt: Sequence[str], response: Sequence[str]) -> 
     return all(w in slots[v] for w, v in zip(vals, [v for v in t if v in slots])) and len(set(vals)) == len(vals)
 
 
+def strict_score(ok: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The strict gold reward: an answer outside the generator's support (``ok`` False) scores
+    ``min(r, -1)``, so the penalty never raises an answer the gold reward already scores below -1."""
+    return np.where(ok, r, np.minimum(r, -1.0))
+
+
 def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) -> dict[str, Any]:
     """Gold reward (greedy, sampled: (P,)), the same with every answer outside the generator's
-    support (:func:`in_support`) scored -1 (``*_strict``), the off-support rate of the sampled and
+    support (:func:`in_support`) scored ``min(r, -1)`` (``*_strict``, :func:`strict_score`), the off-support rate of the sampled and
     greedy answers, sampled response modes per prompt kind, and the first ``n_examples`` sampled
     answers of each kind (prompt, answer, gold reward, in support) of ``model``."""
     ans = policy_answers(model, world, d.eval_prompts, seed=d.seed)
@@ -234,14 +244,14 @@ def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) 
     ok_s = np.array([in_support(world, p, y) for p, y in zip(prompts, ans[1])])
     ok_g = np.array([in_support(world, p, y) for p, y in zip(d.eval_prompts, ans[0])])
     r_s = np.array([gold_reward(world, p, y, tie_harmful=True) for p, y in zip(prompts, ans[1])])
-    strict_s = np.where(ok_s, r_s, -1.0).reshape(n_rep, len(d.eval_prompts)).mean(0)
+    strict_s = strict_score(ok_s, r_s).reshape(n_rep, len(d.eval_prompts)).mean(0)
     examples = []
     for k in KINDS:
         idx = [i for i, kk in enumerate(kinds) if kk == k][:n_examples]
         examples += [{"prompt": " ".join(prompts[i]), "answer": " ".join(strip_eos(ans[1][i])),
                       "gold": float(r_s[i]), "in_support": bool(ok_s[i])} for i in idx]
     return {"greedy": greedy, "sampled": sampled, "modes": modes, "sampled_strict": strict_s,
-            "greedy_strict": np.where(ok_g, greedy, -1.0), "offsupport": float(1 - ok_s.mean()),
+            "greedy_strict": strict_score(ok_g, greedy), "offsupport": float(1 - ok_s.mean()),
             "offsupport_greedy": float(1 - ok_g.mean()), "examples": examples}
 
 
@@ -283,63 +293,121 @@ def size_sweep(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, 
     return sweep
 
 
-def student_grid(pre: dict, world: World, epochs: dict[str, float], verbose: bool = True) -> dict[str, Any]:
-    """The student conditions :data:`GRID_CONDS` on :data:`STUDENT_TUNING_SEEDS` over :data:`BETAS` x
-    :data:`EPOCHS` (DPO + NLL, :data:`NLL_WEIGHT`); the choice by the mean strict gold reward of sampled
-    answers (off-support -1) over the tuning seeds. Per cell also the plain score, the off-support rate
-    and the final change of the chosen log-probability; ``student_plain_dpo``: the same conditions at
-    their chosen cell with plain DPO (``nll_weight`` 0), the control that removes only the NLL term."""
-    cells = [(b, e) for b in BETAS for e in EPOCHS]
-    acc: dict[str, list[list[dict[str, float]]]] = {c: [[] for _ in cells] for c in GRID_CONDS}
-    setups, sft = [], []
-    for s in STUDENT_TUNING_SEEDS:
-        d0 = seed_data(world, s)
-        ref = teacher_reference(pre["small"][0], world, d0, n_score=N_LABELED)
-        weak = teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, epochs["small"])
-        sref = student_reference(pre["base"][0], world, d0, N_STUDENT)
-        data = student_data(d0, {"weak-M": weak}, sref, N_STUDENT)
-        setups.append((d0, sref, data))
-        sft.append(float(answer_stats(sref.model, world, d0)["sampled_strict"].mean()))
-        for c in GRID_CONDS:
-            for i, (b, e) in enumerate(cells):
+def grid_setup(pre: dict, world: World, s: int, epochs: dict[str, float]) -> tuple:
+    """Seed ``s`` of the student grid: its split, the student reference and every condition's data
+    (the weak-M teacher's and the prompt-type rule's labels of D_u included)."""
+    d0 = seed_data(world, s)
+    ref = teacher_reference(pre["small"][0], world, d0, n_score=N_LABELED)
+    weak = teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, epochs["small"])
+    rule = rule_labels(d0.pool[:N_LABELED], d0.human_pool[:N_LABELED], d0.unlabeled, d0.human_u)
+    sref = student_reference(pre["base"][0], world, d0, N_STUDENT)
+    return d0, sref, student_data(d0, {"weak-M": weak, "rule": rule}, sref, N_STUDENT)
+
+
+def grid_cells(pre: dict, world: World, epochs: dict[str, float], s: int, conds: Sequence[str] = GRID_CONDS,
+               verbose: bool = True) -> dict[str, Any]:
+    """One tuning seed of the student grid: per condition in ``conds`` and cell of :data:`BETAS` x
+    :data:`EPOCHS` (DPO + NLL) the strict and plain gold reward of sampled answers, the off-support
+    rate and the chosen log-probability change (mean over all training steps and at the last step)."""
+    d0, sref, data = grid_setup(pre, world, s, epochs)
+    out = {"seed": s, "sft": float(answer_stats(sref.model, world, d0)["sampled_strict"].mean()), "cells": {}}
+    for c in conds:
+        out["cells"][c] = []
+        for b in BETAS:
+            for e in EPOCHS:
                 r = student_eval(sref, world, d0, *data[c], beta=b, epochs=e)
-                acc[c][i].append({"strict": float(r["sampled_strict"].mean()), "sampled": float(r["sampled"].mean()),
-                                  "offsupport": r["offsupport"], "chosen": float(r["trace"]["chosen"][-1])})
+                out["cells"][c].append({"strict": float(r["sampled_strict"].mean()), "sampled": float(r["sampled"].mean()),
+                                        "offsupport": r["offsupport"], "chosen": float(r["trace"]["chosen"][-1]),
+                                        "chosen_mean": float(np.mean(r["trace"]["chosen"]))})
         if verbose:
-            print("student grid seed", s, {c: [round(a[-1]["strict"], 2) for a in acc[c]] for c in GRID_CONDS},
-                  flush=True)
-    grid = {c: [{"beta": b, "epochs": e, **{k: float(np.mean([a[k] for a in acc[c][i]])) for k in acc[c][i][0]},
-                 "per_seed_strict": [a["strict"] for a in acc[c][i]]}
+            print("student grid seed", s, c, [round(a["strict"], 2) for a in out["cells"][c]], flush=True)
+    return out
+
+
+def grid_assemble(parts: Sequence[dict]) -> dict[str, Any]:
+    """Join :func:`grid_cells` parts (one per tuning seed and group of conditions) into the grid and
+    choose each condition's cell by the mean strict gold reward over :data:`STUDENT_TUNING_SEEDS`."""
+    cells = [(b, e) for b in BETAS for e in EPOCHS]
+    by = {}
+    for p in parts:
+        for c, rows in p["cells"].items():
+            by.setdefault(c, {})[p["seed"]] = rows
+    sft = {p["seed"]: p["sft"] for p in parts}
+    seeds = list(STUDENT_TUNING_SEEDS)
+    if set(by) != set(GRID_CONDS) or any(sorted(v) != sorted(seeds) for v in by.values()) or sorted(sft) != sorted(seeds):
+        raise ValueError("grid parts do not cover every condition and tuning seed")
+    grid = {c: [{"beta": b, "epochs": e, **{k: float(np.mean([by[c][s][i][k] for s in seeds])) for k in by[c][seeds[0]][i]},
+                 "per_seed_strict": [by[c][s][i]["strict"] for s in seeds]}
                 for i, (b, e) in enumerate(cells)] for c in GRID_CONDS}
     chosen = {c: max(rows, key=lambda g: g["strict"]) for c, rows in grid.items()}
-    plain = {}
-    for c, g in chosen.items():
-        vals = []
-        for d0, sref, data in setups:
-            r = student_eval(sref, world, d0, *data[c], beta=g["beta"], epochs=g["epochs"], nll_weight=0.0)
-            vals.append({"strict": float(r["sampled_strict"].mean()), "offsupport": r["offsupport"],
-                         "chosen": float(r["trace"]["chosen"][-1])})
-        plain[c] = {k: float(np.mean([v[k] for v in vals])) for k in vals[0]}
-    return {"student_grid": grid, "student_plain_dpo": plain, "student_sft_tuning": sft,
+    return {"student_grid": grid, "student_sft_tuning": [sft[s] for s in seeds],
             "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"], "strict": g["strict"]}
                                for c, g in chosen.items()}}
 
 
-def refresh_student_grid(out: Path = GRID_FILE, verbose: bool = True) -> dict[str, Any]:
-    """Re-run only the student grid and write it into the committed record (the teacher pilot and the
-    sweep are kept; their CPU time is added to the grid's)."""
+def grid_plain(pre: dict, world: World, epochs: dict[str, float], chosen: dict[str, dict]) -> dict[str, Any]:
+    """The control that removes only the NLL term: plain DPO at each condition's chosen cell, mean
+    over the tuning seeds."""
+    vals: dict[str, list] = {c: [] for c in chosen}
+    for s in STUDENT_TUNING_SEEDS:
+        d0, sref, data = grid_setup(pre, world, s, epochs)
+        for c, g in chosen.items():
+            r = student_eval(sref, world, d0, *data[c], beta=g["beta"], epochs=g["epochs"], nll_weight=0.0)
+            vals[c].append({"strict": float(r["sampled_strict"].mean()), "offsupport": r["offsupport"],
+                            "chosen": float(r["trace"]["chosen"][-1]), "chosen_mean": float(np.mean(r["trace"]["chosen"]))})
+    return {c: {k: float(np.mean([v[k] for v in vs])) for k in vs[0]} for c, vs in vals.items()}
+
+
+def student_grid(pre: dict, world: World, epochs: dict[str, float], verbose: bool = True) -> dict[str, Any]:
+    """The student conditions :data:`GRID_CONDS` on :data:`STUDENT_TUNING_SEEDS` over :data:`BETAS` x
+    :data:`EPOCHS` (DPO + NLL, :data:`NLL_WEIGHT`); the choice by the mean strict gold reward of sampled
+    answers over the tuning seeds; ``student_plain_dpo``: the same conditions at their chosen cell with
+    plain DPO (``nll_weight`` 0), the control that removes only the NLL term."""
+    res = grid_assemble([grid_cells(pre, world, epochs, s, verbose=verbose) for s in STUDENT_TUNING_SEEDS])
+    res["student_plain_dpo"] = grid_plain(pre, world, epochs, res["student_chosen"])
+    return res
+
+
+def refresh_student_grid(out: Path = GRID_FILE, verbose: bool = True, parts: Sequence[Path] = ()) -> dict[str, Any]:
+    """Re-run only the student grid (or assemble it from :func:`grid_cells` parts written by
+    ``--part grid-cells``) and write it into the committed record (the teacher pilot and the sweep
+    are kept; the grid's CPU time is added)."""
     torch.set_num_threads(1)
     t0 = time.process_time()
     runs = load_runs(out)
     pre = {n: load_world_lm(n) for n in ("small", "base")}
-    parts = {k: v for k, v in runs.items() if k not in ("recipe", "cpu_s", "sha256", "student_grid", "student_chosen",
-                                                        "student_plain_dpo", "student_sft_tuning")}
-    parts.update(student_grid(pre, pre["small"][1], runs["teacher_epochs"], verbose))
-    return finish(parts, [r["seed"] for r in runs["sweep"]], runs["cpu_s"] + time.process_time() - t0, out)
+    kept = {k: v for k, v in runs.items() if k not in ("recipe", "cpu_s", "sha256", "student_grid", "student_chosen",
+                                                       "student_plain_dpo", "student_sft_tuning", "student_grid_cpu_s")}
+    if parts:
+        loaded = [json.loads(Path(f).read_text()) for f in parts]
+        g = grid_assemble(loaded)
+        g["student_plain_dpo"] = {}          # filled by ``--part grid-plain`` (it may run beside ``--part students``)
+        cpu = sum(p.pop("cpu_s") for p in loaded) + time.process_time() - t0
+    else:
+        g = student_grid(pre, pre["small"][1], runs["teacher_epochs"], verbose)
+        cpu = time.process_time() - t0
+    kept.update(g)
+    kept["student_grid_cpu_s"] = round(cpu, 1)
+    return finish(kept, [r["seed"] for r in runs["sweep"]], runs["cpu_s"] - runs.get("student_grid_cpu_s", 0) + cpu, out)
+
+
+def refresh_grid_plain(out: Path = GRID_FILE) -> dict[str, Any]:
+    """Add the plain-DPO control at the chosen cells to a record assembled from grid parts."""
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    runs = load_runs(out)
+    pre = {n: load_world_lm(n) for n in ("small", "base")}
+    plain = grid_plain(pre, pre["small"][1], runs["teacher_epochs"], runs["student_chosen"])
+    cpu = time.process_time() - t0
+    kept = {k: v for k, v in runs.items() if k not in ("recipe", "cpu_s", "sha256")}
+    kept["student_plain_dpo"] = plain
+    kept["student_grid_cpu_s"] = round(runs["student_grid_cpu_s"] + cpu, 1)
+    return finish(kept, [r["seed"] for r in runs["sweep"]], runs["cpu_s"] + cpu, out)
 
 
 STUDENT_FILE = Path(__file__).parent / "grids" / "weak_feedback_students.json"
-STUDENT_CONDS = ("human", "weak-M", "rule", "gold")
+STUDENT_CONDS = ("human", "weak-M", "rule", "gold", "D_l only", "random", "systematic")
+OWN_CELL = {"D_l only": "human", "random": "human", "systematic": "human"}   #: conditions not on the grid use human's cell
 N_EXAMPLES = 2           #: sampled answers per prompt kind kept per student and seed
 
 
@@ -347,15 +415,18 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
                      chosen: dict[str, dict]) -> dict[str, Any]:
     """One evaluation seed of the student level: SFT reference and the students on human, weak-M,
     rule (the prompt-type rule on the human labels of D_l, human labels elsewhere) and gold labels of
-    the first ``n_student`` pairs of D_u, each with its tuned (beta, epochs) from ``chosen`` (the
-    rule student uses the human student's). Per condition: mean gold reward of sampled and greedy
+    the first ``n_student`` pairs of D_u, each with its tuned (beta, epochs) from ``chosen``; the
+    checks that the student-level test can reject: D_l only (the human labels of D_l, no D_u), random
+    labels and the systematic annotator's labels of D_u, on the human student's cell (:data:`OWN_CELL`). Per condition: mean gold reward of sampled and greedy
     answers, per prompt kind, and the final chosen/rejected log-prob change."""
     d = seed_data(world, s)
     tref = teacher_reference(pre["small"][0], world, d, n_score=N_LABELED)
     weak = teacher_labels_on_u(tref, world, d, N_LABELED, d.human_pool, epochs["small"])
     rule = rule_labels(d.pool[:N_LABELED], d.human_pool[:N_LABELED], d.unlabeled, d.human_u)
     sref = student_reference(pre["base"][0], world, d, n_student)
-    data = student_data(d, {"weak-M": weak, "rule": rule}, sref, n_student)
+    sys_u = systematic_labels(world, d.unlabeled[:n_student], np.random.default_rng([s, 13]),
+                              recognised=world.toxins[::5])
+    data = student_data(d, {"weak-M": weak, "rule": rule, "systematic": sys_u}, sref, n_student)
     kinds = np.array([prompt_kind(world, p)[0] for p in d.eval_prompts])
 
     def summary(r: dict) -> dict[str, Any]:
@@ -370,7 +441,7 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
 
     row = {"seed": s, "SFT": summary(answer_stats(sref.model, world, d, N_EXAMPLES))}
     for c in STUDENT_CONDS:
-        hp = chosen["human" if c == "rule" else c]
+        hp = chosen[OWN_CELL.get(c, c)]
         row[c] = summary(student_eval(sref, world, d, *data[c], beta=hp["beta"], epochs=hp["epochs"],
                                       n_examples=N_EXAMPLES))
     return row
@@ -391,7 +462,7 @@ def student_runs(seeds: Sequence[int] = EVAL_SEEDS, n_student: int = N_STUDENT, 
             print("student seed", s, {c: round(rows[-1][c]["sampled"], 3) for c in ("SFT", *STUDENT_CONDS)},
                   round(time.process_time() - t0), flush=True)
     res = {"recipe": {**recipe(seeds), "n_student": n_student, "conditions": list(STUDENT_CONDS),
-                      "chosen": runs["student_chosen"], "grid_sha256": runs["sha256"]}, "students": rows,
+                      "chosen": runs["student_chosen"]}, "students": rows,
            "cpu_s": round(time.process_time() - t0, 1)}
     res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
     if out is not None:
@@ -471,12 +542,28 @@ def main() -> None:
     and ``--merge PART.json ...`` assembles them (the same numbers: every part is deterministic)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=GRID_FILE)
-    ap.add_argument("--part", choices=["pilot", "sweep", "student", "student-grid", "students"])
+    ap.add_argument("--part", choices=["pilot", "sweep", "student", "student-grid", "grid-cells", "grid-plain", "students"])
+    ap.add_argument("--conds", nargs="*", default=list(GRID_CONDS))
     ap.add_argument("--n-student", type=int, default=N_STUDENT)
     ap.add_argument("--seeds", type=int, nargs="*", default=list(EVAL_SEEDS))
     ap.add_argument("--epochs", type=float, nargs=2)
     ap.add_argument("--merge", type=Path, nargs="*")
     args = ap.parse_args()
+    if args.part == "grid-cells":   # one tuning seed (the first of --seeds) and some conditions, into --out
+        torch.set_num_threads(1)
+        t0 = time.process_time()
+        pre = {n: load_world_lm(n) for n in ("small", "base")}
+        part = grid_cells(pre, pre["small"][1], load_runs()["teacher_epochs"], args.seeds[0], args.conds)
+        part["cpu_s"] = time.process_time() - t0
+        args.out.write_text(json.dumps(part) + "\n")
+        return
+    if args.part == "grid-plain":
+        print("plain DPO control:", refresh_grid_plain(GRID_FILE)["student_plain_dpo"])
+        return
+    if args.part == "student-grid":   # --merge: the grid-cells parts
+        res = refresh_student_grid(GRID_FILE, parts=args.merge or ())
+        print("student choice:", res["student_chosen"], "cpu s:", res["student_grid_cpu_s"])
+        return
     if args.merge and args.part == "students":
         print("merged; cpu s:", merge_students(args.merge, args.out if args.out != GRID_FILE else STUDENT_FILE)["cpu_s"])
         return
@@ -496,10 +583,6 @@ def main() -> None:
         parts["sweep"] = sorted(parts["sweep"], key=lambda r: r["seed"])
         res = finish(parts, [r["seed"] for r in parts["sweep"]], cpu, args.out)
         print("merged; cpu s:", res["cpu_s"])
-        return
-    if args.part == "student-grid":
-        res = refresh_student_grid(args.out)
-        print("student choice:", res["student_chosen"], "cpu s:", res["cpu_s"])
         return
     if args.part == "students":
         res = student_runs(args.seeds, args.n_student, out=args.out if args.out != GRID_FILE else STUDENT_FILE)
