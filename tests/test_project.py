@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from iclr25.book.golden import golden_path
@@ -97,3 +98,21 @@ def test_only_the_back_matter_has_a_bibliography_directive() -> None:
     offenders = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "book").rglob("*.md"))
                  if "```{bibliography}" in p.read_text() and p.name != "bibliography.md"]
     assert not offenders, f"{offenders}: remove the chapter's bibliography directive (book/bibliography.md lists all)"
+
+
+def test_bibliography_labels_are_unique() -> None:
+    """Two entries whose authors and year give the same alphabetic label (e.g. Alaluf, ... 2024 and Azar, Guo,
+    Piot ... 2024 are both "AGP+24") make Sphinx warn "duplicate label", and the book build treats warnings as
+    errors."""
+    pytest.importorskip("pybtex")
+    from collections import Counter
+
+    from pybtex.database import parse_file
+    from pybtex.style.labels.alpha import LabelStyle
+
+    entries = parse_file(str(ROOT / "book" / "references.bib")).entries
+    style = LabelStyle()
+    labels = {key: style.format_label(entry) for key, entry in entries.items()}
+    clashes = {label: sorted(k for k, v in labels.items() if v == label)
+               for label, n in Counter(labels.values()).items() if n > 1}
+    assert not clashes, f"entries of book/references.bib share a bibliography label: {clashes}"
