@@ -423,6 +423,13 @@ def handled(label: str, no_trace: int, mode: str) -> int:
     return int(reader_ok(label) or (mode == "lenient" and int(no_trace) == 1))
 
 
+def ci95(draws) -> tuple[float, float]:
+    """The 95 % percentile interval (2.5th and 97.5th percentiles) of bootstrap ``draws``."""
+    import numpy as np
+
+    return tuple(float(x) for x in np.percentile(draws, [2.5, 97.5]))
+
+
 def score_judges(truth, judges: dict[str, Any], groups, n_boot: int, seed: int, weights=None,
                  reference: str = "database reward") -> dict[str, tuple[float, float, float]]:
     """Each judge's weighted accuracy against ``truth`` and the reference judge's lead over it.
@@ -433,9 +440,6 @@ def score_judges(truth, judges: dict[str, Any], groups, n_boot: int, seed: int, 
     judge accuracy with whole tasks (``groups``) resampled, each judge on its own stream ``seed + i``; and for the
     reference itself (accuracy, lower, upper) of its own accuracy."""
     import numpy as np
-
-    def ci95(b):
-        return tuple(float(x) for x in np.percentile(b, [2.5, 97.5]))
 
     truth = np.asarray(truth, bool)
     w = np.ones(len(truth)) if weights is None else np.asarray(weights, float)
