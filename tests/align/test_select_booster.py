@@ -1,0 +1,58 @@
+"""The one selection rule of the Booster chapter: grids with room on both sides of the paper's settings, the
+rule's three conditions, and the committed result chosen by it on tuning seeds apart from the evaluation seeds."""
+
+import re
+
+import numpy as np
+
+from iclr25.align.select_booster import (HELP_SLACK, LENGTH, admissible, grids, load_select, on_edge, select)
+
+
+def _row(hp, helpful, hs, pre_hs=(0.0, 0.0, 0.0), fa=(0.9, 0.9, 0.9)):
+    return {"hp": hp, "helpful": list(helpful), "hs": list(hs), "hs_strict": list(hs), "pre_hs": list(pre_hs),
+            "fa": list(fa), "pre_h": [1.0] * 3}
+
+
+SFT = _row({}, (0.9, 0.9, 0.9), (0.9, 0.9, 0.9))
+
+
+def test_grids_span_the_papers_settings():
+    g = grids()
+    lams = sorted({p["lam"] for p in g["booster"]})
+    assert {1.0, 2.0, 5.0} <= set(lams) and lams[0] < 1.0 and lams[-1] > 5.0
+    assert len({p["alpha"] for p in g["booster"]}) >= 3
+    rhos = [p["rho"] for p in g["vaccine"]]
+    assert min(rhos) < 5.0 < max(rhos)  # the official rho inside
+    assert any(p["beta"] == 0.001 for p in g["repnoise"]) and all(p["masked"] for p in g["repnoise"])
+
+
+def test_helpfulness_needs_margin_to_the_competence_bar():
+    # 2.5 points below SFT on the mean: above the competence bar (3) but inside the margin, inadmissible
+    close = _row({"a": 1}, (0.875, 0.875, 0.875), (0.1, 0.1, 0.1))
+    assert -0.03 < float(np.mean(np.subtract(close["helpful"], SFT["helpful"]))) < -HELP_SLACK
+    assert not admissible(close, SFT)
+    assert admissible(_row({"a": 2}, (0.95, 0.85, 0.89), (0.5, 0.5, 0.5)), SFT)  # paired mean -0.3 points
+
+
+def test_rule_picks_lowest_hs_among_admissible():
+    rows = [_row({"a": 1}, (0.9, 0.9, 0.9), (0.6, 0.6, 0.6)),
+            _row({"a": 2}, (0.5, 0.5, 0.5), (0.0, 0.0, 0.0)),                    # unhelpful
+            _row({"a": 3}, (0.9, 0.9, 0.9), (0.1, 0.1, 0.1), pre_hs=(0.2, 0.2, 0.2)),  # does not refuse
+            _row({"a": 4}, (0.9, 0.9, 0.9), (0.2, 0.2, 0.2), fa=(0.5, 0.5, 0.5)),   # loses the task
+            {**_row({"a": 5}, (0.9, 0.9, 0.9), (0.0, 0.0, 0.0)), "hs": [0.0, None, 0.0]},  # not attacked on a seed
+            _row({"a": 6}, (0.9, 0.9, 0.9), (0.4, 0.4, 0.4))]
+    assert select(rows, SFT) == {"index": 5, "hp": {"a": 6}, "admissible": True}
+    assert select(rows[1:5], SFT)["hp"] is None
+    assert on_edge(rows, {"a": 6}) == ["a"] and on_edge(rows, {"a": 3}) == []
+
+
+def test_committed_result_follows_rule():
+    res = load_select()
+    assert len(res["seeds"]) >= 3 and min(res["seeds"]) >= 100  # the chapter evaluates on seeds 0-4
+    assert res["length"] == LENGTH == 2 and res["rule"]["help_slack"] == HELP_SLACK
+    assert re.fullmatch(r"[0-9a-f]{64}", res["code_sha256"]) and res["cpu_s"] > 0
+    sft = res["rows"]["sft"][0]
+    for m, c in res["chosen"].items():
+        assert [r["hp"] for r in res["rows"][m]] == grids()[m], m
+        assert {k: c[k] for k in ("index", "hp", "admissible")} == select(res["rows"][m], sft), m
+        assert c["edges"] == on_edge(res["rows"][m], c["hp"])
