@@ -127,9 +127,10 @@ def stage1_model(arm: str, seed: int, data: dict, record: dict) -> WorldModel:
     name = f"{START[arm]}-s{seed}"
     if name in STAGE1:
         if name not in record:
-            t = time.time()
+            t, c = time.time(), time.process_time()
             model, losses = train_stage1(name, data=data)
             record[name] = {"losses": losses, "sha256": state_sha(model), "seconds": time.time() - t,
+                            "cpu_seconds": time.process_time() - c,
                             "variant": STAGE1[name], "recipe": dict(pt.RECIPE)}
             record[name]["_model"] = model
         return _copy(record[name]["_model"])
@@ -170,10 +171,11 @@ def make_controls(seeds: tuple = CTRL["seeds"], out=RESULTS, arms: tuple = ARMS)
     for s in seeds:
         record: dict = {}
         for arm in arms:
-            t = time.time()
+            t, c = time.time(), time.process_time()
             model, log = run_arm(arm, stage1_model(arm, s, data, record), s, data)
             j["runs"][arm][str(s)] = {"hists": confusions(model, test, zero_state=arm == "no ego state"),
-                                      "losses": log[:LOSS_HEAD], "seconds": time.time() - t}
+                                      "losses": log[:LOSS_HEAD], "seconds": time.time() - t,
+                                      "cpu_seconds": time.process_time() - c}
             print(f"seed {s} {arm}: {time.time() - t:.0f} s", flush=True)
         for name, r in record.items():
             j["stage1"][name] = {k: v for k, v in r.items() if k != "_model"}
