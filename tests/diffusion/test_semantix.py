@@ -10,7 +10,7 @@ from iclr25.diffusion.inversion import alpha_bar, ddpm_invert, noisy_versions
 from iclr25.diffusion.scenes import (OBJECT, cast_pairs, class_colour_error, downsample_labels, psnr,
                                      structure_score, transfer_pairs)
 from iclr25.diffusion.semantix import (colour_style_energy, global_style_energy, identity_match, match_accuracy, nearest_match,
-                                       oracle_match, position_codes, grid_positions, semantic_distance_energy,
+                                       gather_tokens, oracle_match, position_codes, grid_positions, semantic_distance_energy,
                                        semantic_match, spatial_energy, style_energy, joint_features)
 from iclr25.diffusion.transfer import (EnergyWeights, guided_transfer, kv_injection_transfer, reinhard_transfer,
                                        colour_energy, layer_tokens, token_colours, trajectory_colours,
@@ -83,9 +83,15 @@ def test_energies_are_invariant_to_what_they_should_ignore():
     fo, fc, fr = (torch.randn(3, 10, 4, generator=g) for _ in range(3))
     # spatial energy ignores per-channel offsets and positive scales of the output (global colour)
     assert torch.allclose(spatial_energy(2 * fo + 3, fc), spatial_energy(fo, fc), atol=1e-5)
-    # style energy is a cosine: invariant to positive per-token scaling of the reference
+    # style energy is a cosine: invariant to a positive scale of output and reference
     idx = torch.randint(0, 10, (3, 10), generator=g)
-    assert torch.allclose(style_energy(fo, 5 * fr, idx), style_energy(fo, fr, idx), atol=1e-6)
+    assert torch.allclose(style_energy(5 * fo, 5 * fr, idx), style_energy(fo, fr, idx), atol=1e-6)
+    # ... centred on the reference's mean token: a shift shared by output and reference changes nothing
+    v = 10 * torch.randn(3, 1, 4, generator=g)
+    assert torch.allclose(style_energy(fo + v, fr + v, idx), style_energy(fo, fr, idx), atol=1e-5)
+    # ... and its minimum is the partner itself, offset included
+    assert style_energy(gather_tokens(fr, idx), fr, idx).abs().max() < 1e-6
+    assert (style_energy(gather_tokens(fr, idx) + v, fr, idx) > 1e-3).all()
     # the global-style energy is invariant to permuting the output's locations
     perm = torch.randperm(10, generator=g)
     assert torch.allclose(global_style_energy(fo[:, perm], fr), global_style_energy(fo, fr), atol=1e-6)
