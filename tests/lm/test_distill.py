@@ -181,6 +181,23 @@ def test_miniplm_runs_file_is_small_and_complete():
             assert 0 < r["loss"] < 4 and 0 <= r["fact_acc"] <= 1 and len(r["per_bin"]) == 5
             assert r["curve"][-1][0] in (M.S, runs["recipe"]["S_kd"])
     assert len(runs["tuning"]) == len(M.lr_grid) + len(M.kd_lr_grid) * len(M.beta_grid)
+    for s in M.eval_seeds:                 # the plateau budget's arms, read by the chapter
+        for key in [f"plateau/{k}/{a}/{s}" for k in M.plateau_corpora for a in ("MiniPLM (r)", "teacher only")] + [
+                f"plateau/clean/no KD/{s}", f"long/{M.plateau}/{s}"]:
+            assert runs["runs"][key]["curve"][-1][0] == M.plateau
+    assert set(runs["recipe"]["code_sha256"]) == {"distill.py", "model.py", "train.py", "miniplm_runs.py"}
+
+
+def test_plateau_corpus_reads_each_kept_document_once():
+    from types import SimpleNamespace
+
+    from iclr25.lm import miniplm_runs as M
+
+    env = SimpleNamespace(table=fact_table(M.n_keys, seed=0))
+    clean, noisy = M.plateau_corpus(env, "clean"), M.plateau_corpus(env, "noisy")
+    assert len(clean) == len(noisy) == int(M.plateau * M.batch / M.alpha)   # the top alpha fills plateau steps once
+    assert clean.corruption.max() == 0 and 0.4 < (noisy.corruption > 0).mean() < 0.6
+    assert not torch.equal(clean.ids[:100], noisy.ids[:100])
 
 
 def test_full_scale_refuses_a_seed_the_committed_grid_was_not_made_with():

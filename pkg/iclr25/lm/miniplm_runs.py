@@ -3,7 +3,9 @@
 :func:`setup` builds what the chapter builds (the fact corpus, the clean corpus variant, the test set,
 the teacher and the two references, cached) and :func:`scores` the one-off inference pass. The
 students (tuning grids, every arm on every evaluation seed with loss checkpoints, the alpha sweep,
-the clean-corpus variant and no-KD runs of 2x and 4x the steps) take several CPU minutes, more than
+the clean-corpus variant, no-KD runs of 2x and 4x the steps, and MiniPLM, teacher-only and no KD at
+the plateau budget of 4x the steps on fresh noisy and clean corpora, each scored by the same teacher
+and reference and read once) take several CPU minutes, more than
 the chapter's budget, so ``python -m iclr25.lm.miniplm_runs`` trains them and writes
 ``weights/miniplm-runs.json`` (recipe, seeds, per-run results, torch version); the chapter loads it
 and re-trains a few runs live to show they match (:func:`student_run` is the one function both use).
@@ -39,12 +41,14 @@ N_full = 20_000
 lr_grid = [3e-3, 1e-2, 3e-2]             # every cross-entropy arm's grid (tuned on no KD)
 kd_lr_grid = [1e-2, 3e-2, 1e-1]          # vanilla KD's grid, with 0.1 so its optimum can be interior
 beta_grid = [0.1, 0.2, 0.5]
-eval_seeds = [0, 1, 2]
+eval_seeds = [0, 1, 2, 3, 4]
 tune_seed = 100
 long_steps = [600, 1200]                 # no KD given 2x and 4x the steps, on fresh documents
 alpha_sweep = [0.25, 0.75]
 every = 50                               # checkpoint interval (steps) for the loss-vs-compute curves
 n_curve = 256                            # test documents scored at each checkpoint (all 2000 at the end)
+plateau = 1200                           # the budget where no KD's loss has plateaued (4x S): the decisive rows
+plateau_corpora = {"noisy": (8, 0.5), "clean": (9, 1.0)}   # fresh corpora (seed, p_clean) of plateau * batch / alpha
 CODE = [distill, lm_model, lm_train]
 
 
@@ -88,6 +92,13 @@ def setup(steps: int = S, device: torch.device | str = "cpu") -> SimpleNamespace
                            D_clean=fact_corpus(N, table, n_triples=n_triples, seed=6, p_clean=1.0),
                            cfg_teacher=cfg_teacher, cfg_ref=cfg_ref, cfg_student=cfg_student, recipes=recipes,
                            trained=trained, bins=bins, d_bin=d_bin, device=device)
+
+
+def plateau_corpus(env: SimpleNamespace, kind: str):
+    """The fresh corpus of the plateau budget (``kind`` "noisy" or "clean"): ``plateau * batch / alpha``
+    documents, so that D' (the top alpha) is read once in ``plateau`` steps."""
+    cseed, p_clean = plateau_corpora[kind]
+    return fact_corpus(math.ceil(plateau * batch / alpha), env.table, n_triples=n_triples, seed=cseed, p_clean=p_clean)
 
 
 def scores(model: torch.nn.Module, ids: torch.Tensor) -> np.ndarray:
@@ -177,7 +188,13 @@ def main(processes: int = 2) -> None:
     long_ids = fact_corpus(max(long_steps) * batch, env.table, n_triples=n_triples, seed=5).ids
     N_s, N_t = (non_embedding_params(m) for m in (lm_model.TinyLM(env.cfg_student), teacher))
     S_kd = kd_matched_steps(S, N_s, N_t)
-    _G.update(env=env, teacher=teacher, ids={"D": env.D.ids, "clean": env.D_clean.ids, "long": long_ids})
+    ids = {"D": env.D.ids, "clean": env.D_clean.ids, "long": long_ids}
+    keep_plateau = {}
+    for kind, (cseed, p_clean) in plateau_corpora.items():
+        corpus = plateau_corpus(env, kind)
+        ids[f"plateau-{kind}"] = corpus.ids
+        keep_plateau[kind] = selections({k: scores(models[k], corpus.ids) for k in ("teacher", "reference")}, corpus)
+    _G.update(env=env, teacher=teacher, ids=ids)
     ctx = mp.get_context("fork")
 
     def run_all(jobs):
@@ -204,18 +221,29 @@ def main(processes: int = 2) -> None:
         jobs += [job(f"clean/{a}/{s}", corpus="clean", kept=keep_clean[a], lr=lr_ce, seed=s)
                  for a in ("MiniPLM (r)", "teacher only")]
         jobs += [job(f"long/{n}/{s}", corpus="long", steps=n, lr=lr_ce, seed=s) for n in long_steps]
+        for kind in plateau_corpora:   # no KD on the noisy corpus at the plateau budget is long/1200
+            jobs += [job(f"plateau/{kind}/{a}/{s}", corpus=f"plateau-{kind}", kept=keep_plateau[kind][a],
+                         steps=plateau, lr=lr_ce, seed=s) for a in ("MiniPLM (r)", "teacher only")]
+        jobs.append(job(f"plateau/clean/no KD/{s}", corpus="plateau-clean", steps=plateau, lr=lr_ce, seed=s))
     jobs += [job(f"alpha/{a:g}/{s}", kept=top_fraction(torch.tensor(nll["reference"] - nll["teacher"]), a).numpy(),
                  lr=lr_ce, seed=s) for a in alpha_sweep for s in eval_seeds[:1]]   # one seed: reported only
     jobs.sort(key=lambda j: -j["steps"])   # longest first: the two workers finish together
     runs = run_all(jobs)
     keep_sha = {k: keep_digest(v) for k, v in keep.items()}
+    keep_sha.update({f"plateau/{kind}/{a}": keep_digest(keep_plateau[kind][a]) for kind in plateau_corpora
+                     for a in ("MiniPLM (r)", "teacher only")})
     out = {
         "script": SCRIPT,
         "recipe": {"S": S, "S_kd": S_kd, "batch": batch, "alpha": alpha, "N": env.N, "lr_grid": lr_grid,
                    "kd_lr_grid": kd_lr_grid, "beta_grid": beta_grid, "eval_seeds": eval_seeds, "tune_seed": tune_seed,
                    "long_steps": long_steps, "alpha_sweep": alpha_sweep, "every": every, "n_curve": n_curve,
                    "clean_corpus": "fact_corpus(N, seed=6, p_clean=1.0), scored by the same teacher and reference",
-                   "long_corpus": "fact_corpus(1200 * batch, seed=5)", "torch": torch.__version__},
+                   "long_corpus": "fact_corpus(1200 * batch, seed=5)", "plateau": plateau,
+                   "plateau_corpora": {k: f"fact_corpus(plateau * batch / alpha, seed={v[0]}, p_clean={v[1]})"
+                                       for k, v in plateau_corpora.items()},
+                   "code_sha256": {f.name: bytes_sha256(f.read_bytes())[:16]
+                                   for f in [Path(m.__file__) for m in CODE] + [Path(__file__)]},
+                   "torch": torch.__version__},
         "chosen": {"lr_ce": lr_ce, "lr_kd": lr_kd, "beta_kd": beta_kd},
         "keep_sha256": keep_sha,
         "tuning": _r4(tuning),
@@ -256,4 +284,6 @@ def keep_digest(kept: np.ndarray) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
