@@ -44,9 +44,9 @@ def test_real_toc_chapters_exist() -> None:
 def test_threads_read_from_the_setup_call() -> None:
     root = Path(__file__).resolve().parents[2]
     threads = {c.id: c.threads for c in chapters(root)}
-    # semantix asks for two threads (interlcm for one); sorel calls start(scale, seed), whose default is two;
+    # semantix and interlcm ask for one thread; sorel calls start(scale, seed), whose default is two;
     # zo-pog asks for by_scale(scale, ci=1, full=2): not a literal, so start's default of two is read
-    two = {"vision/semantix", "theory/sorel", "theory/zo-pog"}
+    two = {"theory/sorel", "theory/zo-pog"}
     assert {cid for cid, n in threads.items() if n != 1} == two
     assert all(threads[cid] == 2 for cid in two)
 
