@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from iclr25.lm import TinyLM, TinyLMConfig, next_token_loss, train_lm
 from iclr25.lm.distill import (BOS_ID, answer_mask, difference_scores, document_nll, fact_corpus,
                                fact_documents, fact_table, kd_loss, kd_matched_steps,
-                               non_embedding_params, token_nll, top_fraction, training_flops)
+                               non_embedding_params, steps_to_level, token_nll, top_fraction,
+                               training_flops)
 
 
 def test_top_fraction_keeps_exactly_the_top_alpha_in_corpus_order():
@@ -217,3 +218,15 @@ def test_majority_answer_is_the_most_common_table_value():
     ids = torch.tensor([[1, 2, 3, 3, 4, 5, 5], [1, 3, 3, 2, 4, 4, 4]])
     value, acc = M.majority_answer(table, ids)
     assert value == 1 and acc == 0.5         # answers: table[0,1] = 1 (token 3), table[1,1] = 0 (token 2)
+
+
+def test_steps_to_level_interpolates_the_first_crossing():
+    steps = np.arange(50, 1201, 50)
+    loss = 2.0 - 0.5 * steps / 1200                    # linear: reaches 1.75 exactly at step 600
+    curve = np.stack([steps, loss], 1)
+    assert steps_to_level(curve, 1.75) == pytest.approx(600.0)
+    assert steps_to_level(curve, 1.74) == pytest.approx(624.0)     # between the checkpoints 600 and 650
+    bumpy = [[50, 2.0], [100, 1.5], [150, 1.9], [200, 1.4]]        # the first crossing counts, not the last
+    assert steps_to_level(bumpy, 1.6) == pytest.approx(50 + 50 * 0.4 / 0.5)
+    assert steps_to_level(curve, 1.0) == float("inf")               # never reached
+    assert steps_to_level(curve, 2.5) == 50.0                        # starts below the level

@@ -239,6 +239,23 @@ def kd_loss_fn(teacher: torch.nn.Module, beta: float) -> Callable[[torch.Tensor,
     return loss
 
 
+def steps_to_level(curve: np.ndarray | list, level: float) -> float:
+    """First step at which a checkpointed loss curve reaches ``level``, linear between checkpoints.
+
+    ``curve``: (K, 2) rows ``(step, loss)`` in increasing step order. Returns the interpolated step
+    of the first crossing (the first checkpoint if the curve starts at or below ``level``) and
+    ``inf`` if no checkpoint reaches it. The "compute to equal performance" of a training run.
+    """
+    c = np.asarray(curve, dtype=float)
+    hit = np.flatnonzero(c[:, 1] <= level)
+    if not len(hit):
+        return float("inf")
+    if hit[0] == 0:
+        return float(c[0, 0])
+    (x0, y0), (x1, y1) = c[hit[0] - 1], c[hit[0]]
+    return float(x0 + (y0 - level) / (y0 - y1) * (x1 - x0))
+
+
 def pretrain_on(cfg: TinyLMConfig, ids: torch.Tensor, steps: int, *, lr: float, seed: int,
                 batch_size: int = 32, warmup: int = 20, loss_fn=None,
                 device: torch.device | str = "cpu",
