@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from iclr25.align.select_booster import (HELP_SLACK, LENGTH, admissible, grids, load_select, on_edge, select)
+from iclr25.align.select_booster import (HELP_BAR, HELP_K, LENGTH, admissible, grids, load_select, on_edge, select)
 
 
 def _row(hp, helpful, hs, pre_hs=(0.0, 0.0, 0.0), fa=(0.9, 0.9, 0.9)):
@@ -22,16 +22,21 @@ def test_grids_span_the_papers_settings():
     assert {1.0, 2.0, 5.0} <= set(lams) and lams[0] < 1.0 and lams[-1] > 5.0
     assert len({p["alpha"] for p in g["booster"]}) >= 3
     rhos = [p["rho"] for p in g["vaccine"]]
-    assert min(rhos) < 5.0 < max(rhos)  # the official rho inside
+    assert min(rhos) <= 0.1 and 2.0 < max(rhos)  # Vaccine's paper rho = 2 and the script's default 0.1 inside
     assert any(p["beta"] == 0.001 for p in g["repnoise"]) and all(p["masked"] for p in g["repnoise"])
 
 
-def test_helpfulness_needs_margin_to_the_competence_bar():
-    # 2.5 points below SFT on the mean: above the competence bar (3) but inside the margin, inadmissible
-    close = _row({"a": 1}, (0.875, 0.875, 0.875), (0.1, 0.1, 0.1))
-    assert -0.03 < float(np.mean(np.subtract(close["helpful"], SFT["helpful"]))) < -HELP_SLACK
-    assert not admissible(close, SFT)
-    assert admissible(_row({"a": 2}, (0.95, 0.85, 0.89), (0.5, 0.5, 0.5)), SFT)  # paired mean -0.3 points
+def test_helpfulness_rejected_only_when_resolved_beyond_the_bar():
+    # 5 points below SFT on every seed (s.e. 0): the cost is resolved beyond the 3-point bar, inadmissible
+    assert HELP_BAR == 0.03 and HELP_K == 1.0
+    assert not admissible(_row({"a": 1}, (0.85, 0.85, 0.85), (0.1, 0.1, 0.1)), SFT)
+    # the same mean, -5 points, with per-seed differences +5, -5, -15 (s.e. 5.8): not resolved, admissible
+    noisy = _row({"a": 2}, (0.95, 0.85, 0.75), (0.1, 0.1, 0.1))
+    d = np.subtract(noisy["helpful"], SFT["helpful"])
+    assert np.mean(d) < -HELP_BAR < np.mean(d) + d.std(ddof=1) / np.sqrt(3)
+    assert admissible(noisy, SFT)
+    # -20 points with s.e. 5.8: resolved, inadmissible
+    assert not admissible(_row({"a": 3}, (0.8, 0.7, 0.6), (0.1, 0.1, 0.1)), SFT)
 
 
 def test_rule_picks_lowest_hs_among_admissible():
@@ -49,7 +54,9 @@ def test_rule_picks_lowest_hs_among_admissible():
 def test_committed_result_follows_rule():
     res = load_select()
     assert len(res["seeds"]) >= 3 and min(res["seeds"]) >= 100  # the chapter evaluates on seeds 0-4
-    assert res["length"] == LENGTH == 2 and res["rule"]["help_slack"] == HELP_SLACK
+    assert res["length"] == LENGTH == 2 and res["rule"]["help_bar"] == HELP_BAR and res["rule"]["help_k_se"] == HELP_K
+    assert res["rule"]["help_dishes"] == ["val", "eval"] and res["rehelp_cpu_s"] > 0
+    assert all(r["reproduced"] for rs in res["rows"].values() for r in rs)  # the re-alignment matches the grid's
     assert re.fullmatch(r"[0-9a-f]{64}", res["code_sha256"]) and res["cpu_s"] > 0
     sft = res["rows"]["sft"][0]
     for m, c in res["chosen"].items():
