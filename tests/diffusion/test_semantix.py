@@ -89,9 +89,19 @@ def test_energies_are_invariant_to_what_they_should_ignore():
     # ... centred on the reference's mean token: a shift shared by output and reference changes nothing
     v = 10 * torch.randn(3, 1, 4, generator=g)
     assert torch.allclose(style_energy(fo + v, fr + v, idx), style_energy(fo, fr, idx), atol=1e-5)
-    # ... and its minimum is the partner itself, offset included
-    assert style_energy(gather_tokens(fr, idx), fr, idx).abs().max() < 1e-6
-    assert (style_energy(gather_tokens(fr, idx) + v, fr, idx) > 1e-3).all()
+    # ... and its zero set is the ray from the reference's mean token through the partner (offset included,
+    # distance along the ray not)
+    p, mu = gather_tokens(fr, idx), fr.mean(1, keepdim=True)
+    for k in (0.05, 1.0, 3.0):
+        assert style_energy(mu + k * (p - mu), fr, idx).abs().max() < 1e-5
+    assert (style_energy(p + v, fr, idx) > 1e-3).all()
+    assert (style_energy(mu - (p - mu), fr, idx) > 1.9).all()       # the opposite direction: cosine -1
+    # the raw cosine's zero set is the ray from the origin; the per-image centring ignores a shift of the output
+    assert style_energy(0.05 * p, fr, idx, centre="none").abs().max() < 1e-5
+    assert torch.allclose(style_energy(fo + v, fr, idx, centre="per-image"), style_energy(fo, fr, idx, centre="per-image"),
+                          atol=1e-5)
+    assert not torch.allclose(style_energy(fo + v, fr, idx, centre="none"), style_energy(fo, fr, idx, centre="none"),
+                              atol=1e-3)
     # the global-style energy is invariant to permuting the output's locations
     perm = torch.randperm(10, generator=g)
     assert torch.allclose(global_style_energy(fo[:, perm], fr), global_style_energy(fo, fr), atol=1e-6)

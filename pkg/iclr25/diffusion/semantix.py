@@ -129,15 +129,28 @@ def gather_tokens(f: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return f.gather(1, idx.unsqueeze(-1).expand(-1, -1, f.shape[-1]))
 
 
-def style_energy(f_out: torch.Tensor, f_ref: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+def style_energy(f_out: torch.Tensor, f_ref: torch.Tensor, idx: torch.Tensor, centre: str = "reference") -> torch.Tensor:
     """Style feature guidance, ``E_sty = (1/N) sum_i [1 - cos(phi_o_i - mu_r, phi_r_m(i) - mu_r)]`` ``(B,)``
     with ``mu_r`` the reference's mean token (per image and channel): each output token is pulled
     towards the reference token it corresponds to. Both sides are centred on the *same* vector, so the
-    minimiser is still ``phi_o_i = phi_r_m(i)`` (colour counts), but the component every token shares,
-    which makes raw cosines of decoder features 0.9 and more between any two tokens, no longer hides the
-    differences between regions. ``f_out`` ``(B, N, C)``, ``f_ref`` ``(B, M, C)``, ``idx`` ``(B, N)``."""
-    mu = f_ref.mean(1, keepdim=True)
-    return (1 - F.cosine_similarity(f_out - mu, gather_tokens(f_ref, idx) - mu, dim=-1)).mean(1)
+    component every token shares, which makes raw cosines of decoder features 0.9 and more between any two
+    tokens, no longer hides the differences between regions. The zero set of each term is the open ray
+    ``{mu_r + k (phi_r_m(i) - mu_r), k > 0}`` from the reference's mean token through the partner: the
+    direction away from ``mu_r`` counts, not the distance. ``centre``: ``"reference"`` (the above),
+    ``"none"`` (the raw cosine, zero set the ray ``{k phi_r_m(i)}``) or ``"per-image"`` (each side centred
+    on its own image's mean token, a Pearson correlation over channels of the centred tokens).
+    ``f_out`` ``(B, N, C)``, ``f_ref`` ``(B, M, C)``, ``idx`` ``(B, N)``."""
+    partner = gather_tokens(f_ref, idx)
+    if centre == "reference":
+        mu = f_ref.mean(1, keepdim=True)
+        a, b = f_out - mu, partner - mu
+    elif centre == "per-image":
+        a, b = f_out - f_out.mean(1, keepdim=True), partner - f_ref.mean(1, keepdim=True)
+    elif centre == "none":
+        a, b = f_out, partner
+    else:
+        raise ValueError(f"unknown centring {centre!r}")
+    return (1 - F.cosine_similarity(a, b, dim=-1)).mean(1)
 
 
 def instance_normalised(f: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

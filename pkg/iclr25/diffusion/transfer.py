@@ -139,7 +139,8 @@ class EnergyWeights:
     (Semantix's style feature guidance), ``spatial`` (spatial feature guidance), ``semantic``
     (semantic-distance regulariser), ``global_style`` (the global feature-statistics baseline),
     ``colour`` (the colour level of style guidance, :func:`~iclr25.diffusion.semantix.colour_style_energy`)
-    and ``global_colour`` (its global counterpart: the colour statistics of the whole image)."""
+    ``global_colour`` (its global counterpart: the colour statistics of the whole image) and ``raw_style``
+    (the style term with the raw, uncentred cosine, a control)."""
 
     style: torch.Tensor
     spatial: torch.Tensor
@@ -147,27 +148,30 @@ class EnergyWeights:
     global_style: torch.Tensor
     colour: torch.Tensor
     global_colour: torch.Tensor
+    raw_style: torch.Tensor
 
     @staticmethod
     def stack(rows: Sequence[dict], device: torch.device | str = "cpu") -> "EnergyWeights":
         """Weights from one dict per sample (missing keys are 0)."""
         col = lambda k: torch.tensor([float(r.get(k, 0.0)) for r in rows], device=device)  # noqa: E731
         return EnergyWeights(col("style"), col("spatial"), col("semantic"), col("global_style"), col("colour"),
-                             col("global_colour"))
+                             col("global_colour"), col("raw_style"))
 
 
 def transfer_energy(f_out: FeatureSet, f_ctx: FeatureSet, f_ref: FeatureSet, idx: torch.Tensor,
-                    w: EnergyWeights, temperature: float = 0.1) -> torch.Tensor:
+                    w: EnergyWeights, temperature: float = 0.1, centre: str = "reference") -> torch.Tensor:
     """The energy of each output ``(B,)``, averaged over layers ``l``:
 
-    ``E = w_sty E_sty(phi_o, phi_r, m) + w_spa E_spa(phi_o, phi_c) + w_sem E_sem(phi_o, phi_c, phi_r)
+    ``E = w_sty E_sty(phi_o, phi_r, m) + w_raw E_sty,raw + w_spa E_spa(phi_o, phi_c) + w_sem E_sem(phi_o, phi_c, phi_r)
     + w_glob E_glob(phi_o, phi_r)`` (:mod:`iclr25.diffusion.semantix`). ``idx`` ``(B, N)`` is the
     correspondence ``m`` from context to reference tokens; terms with zero weight everywhere are
-    skipped."""
+    skipped. ``centre`` is the centring of ``E_sty`` (:func:`~iclr25.diffusion.semantix.style_energy`)."""
     total = torch.zeros(idx.shape[0], device=idx.device)
     for fo, fc, fr in zip(f_out, f_ctx, f_ref):
         if w.style.any():
-            total = total + w.style * style_energy(fo, fr, idx)
+            total = total + w.style * style_energy(fo, fr, idx, centre)
+        if w.raw_style.any():
+            total = total + w.raw_style * style_energy(fo, fr, idx, centre="none")
         if w.spatial.any():
             total = total + w.spatial * spatial_energy(fo, fc)
         if w.semantic.any():
@@ -222,7 +226,8 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
                     weights: EnergyWeights, eta: torch.Tensor, guide_from: int | torch.Tensor, names: Sequence[str],
                     size: int, ref_colours: list[torch.Tensor] | None = None, smooth: int | torch.Tensor = 1,
                     colour_token_weight: torch.Tensor | None = None, n_grad: int | torch.Tensor = 1,
-                    progress: Callable | None = None, floor: float = 1e-3, block: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                    progress: Callable | None = None, floor: float = 1e-3, block: int = 0,
+                    centre: str = "reference") -> tuple[torch.Tensor, torch.Tensor]:
     """Energy-guided re-sampling of inverted contexts (the Semantix sampler).
 
     From ``xs_ctx[0]`` (the context's inverted start, ``(B, C, H, W)``), the first ``guide_from`` steps
@@ -252,7 +257,8 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
         a = float(alpha_bar(sched, t))
 
         def energy(feats, x):
-            e = transfer_energy(layer_tokens(feats, names, size), ctx_feats[i], ref_feats[i], idx, weights)
+            e = transfer_energy(layer_tokens(feats, names, size), ctx_feats[i], ref_feats[i], idx, weights,
+                                centre=centre)
             if colour:   # x0_hat from the noise prediction (the U-Net's last layer, conv_out)
                 x0 = (x - (1 - a) ** 0.5 * feats["conv_out"]) / a ** 0.5
                 e = e + colour_energy(token_colours(x0, size), ref_colours[i], idx, weights, colour_token_weight)
