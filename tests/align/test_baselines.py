@@ -9,7 +9,8 @@ from iclr25.align.booster import global_norm, trainable
 from iclr25.align.harmful_finetuning import (AlignConfig, AttackConfig, attack_set, hft_data,
                                              method_grads, take, align)
 from iclr25.align.repnoise import mmd_rbf
-from iclr25.align.vaccine import vaccine_grad, vaccine_perturbation
+from iclr25.align import vaccine
+from iclr25.align.vaccine import block_modules, vaccine_grad, vaccine_perturbation
 from iclr25.lm import TinyLM, TinyLMConfig, answer_nll, build_world
 
 
@@ -37,6 +38,25 @@ def test_vaccine_rho_zero_is_sft_and_perturbation_has_norm_rho(setup):
     assert float(global_norm(e)) == pytest.approx(0.7, rel=1e-6)
     g1, st = vaccine_grad(model, f, 0.7)
     assert st["f_perturbed"] > st["f"]  # an ascent step on the hidden states raises the loss
+
+
+def test_vaccine_hooks_the_attention_outputs(setup):
+    # the official hook: every layer's attention module; the whole block is the alternative, and it matters
+    _, model, data = setup
+    assert vaccine.HOOK == "attn"
+    assert block_modules(model) == [b.attn for b in model.blocks] and block_modules(model, "block") == list(model.blocks)
+    with pytest.raises(ValueError):
+        block_modules(model, "mlp")
+    f = lambda m: answer_nll(m, take(data.align, range(8)))  # noqa: E731
+    g_attn, _ = vaccine_grad(model, f, 0.7)
+    vaccine.HOOK = "block"
+    try:
+        g_block, _ = vaccine_grad(model, f, 0.7)
+        e, _ = vaccine_perturbation(model, f, 0.7)
+        assert float(global_norm(e)) == pytest.approx(0.7, rel=1e-6)
+    finally:
+        vaccine.HOOK = "attn"
+    assert not _close(g_attn, g_block, tol=1e-6)
 
 
 def test_sft_equals_booster_with_lambda_zero_and_ascent_above_cap(setup):

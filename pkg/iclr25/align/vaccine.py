@@ -7,9 +7,14 @@ output::
     min_w  max_{||e|| <= rho}  f(w; H_l + e_l for every layer l),
 
 solved like SAM with one ascent step. Pass 1 computes ``dH_l = d f / d H_l`` for the output
-``H_l`` of every transformer block; the perturbation is ``e_l = rho * dH_l / ||dH||`` with the
-global norm over all layers (and all tokens of the batch); pass 2 adds ``e_l`` to the block
+``H_l`` of every hooked module; the perturbation is ``e_l = rho * dH_l / ||dH||`` with the
+global norm over all layers (and all tokens of the batch); pass 2 adds ``e_l`` to those
 outputs (forward hooks) and returns the gradient of ``f`` w.r.t. the weights there.
+
+Where the hooks sit (:data:`HOOK`): the official code registers them on the attention modules of
+every layer (the attention output, before it is added to the residual stream), which is the
+default ``"attn"``; ``"block"`` perturbs the output of each whole transformer block (the residual
+stream after attention and MLP, the hidden states of Vaccine's paper figures).
 """
 
 from __future__ import annotations
@@ -23,9 +28,19 @@ from torch import nn
 from iclr25.align.booster import NORM_EPS, LossFn, Tensors, global_norm, trainable
 
 
-def block_modules(model: nn.Module) -> list[nn.Module]:
-    """The transformer blocks whose outputs Vaccine perturbs (``model.blocks``)."""
-    return list(model.blocks)
+#: the modules whose outputs Vaccine perturbs: "attn" (every block's attention, the official hook) or "block"
+HOOK = "attn"
+
+
+def block_modules(model: nn.Module, hook: str | None = None) -> list[nn.Module]:
+    """The modules whose outputs Vaccine perturbs: every block's attention module (``hook="attn"``,
+    the default :data:`HOOK`) or every transformer block (``"block"``)."""
+    hook = HOOK if hook is None else hook
+    if hook == "attn":
+        return [b.attn for b in model.blocks]
+    if hook == "block":
+        return list(model.blocks)
+    raise ValueError(f"unknown hook {hook!r}")
 
 
 @contextmanager
