@@ -230,3 +230,42 @@ def test_steps_to_level_interpolates_the_first_crossing():
     assert steps_to_level(bumpy, 1.6) == pytest.approx(50 + 50 * 0.4 / 0.5)
     assert steps_to_level(curve, 1.0) == float("inf")               # never reached
     assert steps_to_level(curve, 2.5) == 50.0                        # starts below the level
+
+
+def test_checkpoint_fact_match_equals_the_end_point_probe():
+    """``evaluate(..., n, facts=True)`` (the checkpoints' fact probe) scores the same answer positions as
+    the end-point evaluation: on all test documents the two agree, and on a prefix it is that prefix's share."""
+    from types import SimpleNamespace
+
+    from iclr25.lm import miniplm_runs as M
+    from iclr25.lm.distill import pretrain_on
+
+    table = fact_table(M.n_keys, seed=0)
+    test = fact_corpus(40, table, n_triples=M.n_triples, seed=2, p_clean=1.0)
+    cfg = M.lm_cfg(test.vocab_size, test.ids.shape[1], 16, 1, heads=2)
+    model, _ = pretrain_on(cfg, test.ids, 30, lr=3e-2, seed=0, batch_size=8)
+    bins = np.linspace(0, 1, 6)
+    env = SimpleNamespace(test=test, device="cpu", bins=bins,
+                          d_bin=np.clip(np.digitize(test.difficulty, bins) - 1, 0, 4))
+    end = M.evaluate(model, env)
+    at_all = M.evaluate(model, env, len(test), facts=True)
+    assert at_all["fact_acc"] == pytest.approx(end["fact_acc"]) and at_all["loss"] == pytest.approx(end["loss"])
+    assert M.evaluate(model, env, 10) == {"loss": pytest.approx(M.evaluate(model, env, 10, facts=True)["loss"])}
+    assert 0 < end["fact_acc"] < 1
+
+
+def test_miniplm_extra_runs_file_is_small_and_complete():
+    from iclr25.lm import miniplm_runs as M
+
+    if not M.EXTRA_FILE.exists():
+        pytest.skip("the added runs are not written yet")
+    assert M.EXTRA_FILE.stat().st_size <= 500_000
+    ex = M.load_extra()
+    for s in M.eval_seeds:
+        for kind in M.plateau_corpora:
+            c = ex["runs"][f"plateau/{kind}/reference only/{s}"]["curve"]
+            assert c[-1][0] == M.plateau and len(c[0]) == 3
+        for a in ("no KD", "MiniPLM (r)"):
+            assert [ex["runs"][f"budget/{a}/{n}/{s}"]["curve"][-1][0] for n in M.budgets] == M.budgets
+            assert len(ex["runs"][f"facts/{a}/{s}"]["curve"][0]) == 3
+    assert set(ex["overlap_with_MiniPLM"]) == set(M.plateau_corpora)

@@ -118,31 +118,41 @@ def selections(nll: dict[str, np.ndarray], corpus) -> dict[str, np.ndarray]:
     return {k: top_fraction(s, alpha).numpy() for k, s in out.items()}
 
 
-def evaluate(model: torch.nn.Module, env: SimpleNamespace, n: int | None = None) -> dict:
-    """Clean test loss, fact exact match and loss per difficulty bin (on the first ``n`` test documents)."""
+def evaluate(model: torch.nn.Module, env: SimpleNamespace, n: int | None = None, facts: bool = False) -> dict:
+    """Clean test loss, fact exact match and loss per difficulty bin; with ``n``, only the loss on the
+    first ``n`` test documents (and their fact exact match when ``facts``)."""
     ids = env.test.ids[:n].to(env.device)
     tok = token_nll(model, ids).cpu()
+    fact_ans = answer_mask(env.test.ids[:n])[:, 1:] & (env.test.ids[:n, :-1] < 2 + n_keys)
     if n is not None:
-        return {"loss": float(tok.mean())}
+        if not facts:
+            return {"loss": float(tok.mean())}
+        return {"loss": float(tok.mean()), "fact_acc": float(token_hits(model, ids).cpu()[fact_ans].float().mean())}
     hits = token_hits(model, ids).cpu()
-    fact_ans = answer_mask(env.test.ids)[:, 1:] & (env.test.ids[:, :-1] < 2 + n_keys)
     per_doc = tok.mean(1).numpy()
     return {"loss": float(tok.mean()), "fact_acc": float(hits[fact_ans].float().mean()),
             "per_bin": [float(per_doc[env.d_bin == b].mean()) for b in range(len(env.bins) - 1)]}
 
 
 def student_run(env: SimpleNamespace, ids: torch.Tensor, steps: int, lr: float, seed: int, *,
-                teacher: torch.nn.Module | None = None, beta: float | None = None, curve: bool = True) -> dict:
+                teacher: torch.nn.Module | None = None, beta: float | None = None, curve: bool = True,
+                facts: bool = False) -> dict:
     """Train one student on the documents ``ids`` and evaluate it; with ``curve`` also the loss on
-    the first ``n_curve`` test documents every ``every`` steps. Vanilla KD when ``beta`` is set."""
+    the first ``n_curve`` test documents every ``every`` steps (``[step, loss]``, or
+    ``[step, loss, fact exact match]`` with ``facts``). Vanilla KD when ``beta`` is set."""
     points = []
     loss_fn = kd_loss_fn(teacher, beta) if beta is not None else None
+
+    def point(k: int, m: torch.nn.Module) -> list:
+        e = evaluate(m, env, n_curve, facts=facts)
+        return [k, e["loss"], e["fact_acc"]] if facts else [k, e["loss"]]
+
     model, _ = pretrain_on(env.cfg_student, ids.to(env.device), steps, lr=lr, seed=seed, batch_size=batch,
                            loss_fn=loss_fn, device=env.device, every=every if curve else 0,
-                           on_checkpoint=lambda k, m: points.append([k, evaluate(m, env, n_curve)["loss"]]))
+                           on_checkpoint=lambda k, m: points.append(point(k, m)))
     out = evaluate(model, env)
     if curve:
-        out["curve"] = points + [[steps, evaluate(model, env, n_curve)["loss"]]]
+        out["curve"] = points + [point(steps, model)]
     return out
 
 
@@ -165,7 +175,8 @@ def _job(job: dict) -> tuple[str, dict]:
     env, ids, teacher = _G["env"], _G["ids"], _G["teacher"]
     t0 = time.process_time()
     out = student_run(env, ids[job["corpus"]][job["kept"]] if job["kept"] is not None else ids[job["corpus"]],
-                      job["steps"], job["lr"], job["seed"], teacher=teacher, beta=job.get("beta"))
+                      job["steps"], job["lr"], job["seed"], teacher=teacher, beta=job.get("beta"),
+                      facts=job.get("facts", False))
     out["cpu_s"] = round(time.process_time() - t0, 2)
     return job["key"], out
 
@@ -256,6 +267,78 @@ def main(processes: int = 2) -> None:
           f"{out['wall_s']} s wall, {out['cpu_s']} s CPU")
 
 
+EXTRA_FILE = Path(__file__).parent / "weights" / "miniplm-extra.json"
+budgets = [450, 600, 750, 900]          # budget-sized schedules: each its own warmup + cosine over the budget
+
+
+def main_extra() -> None:
+    """Runs added to the committed grid, in one process, written to ``weights/miniplm-extra.json``
+    after each group (so a finished group is kept):
+
+    1. ``plateau/{noisy,clean}/reference only/{seed}``: the reference-only selection (top alpha by the
+       reference's NLL, no teacher) at the plateau budget, with loss and fact-match checkpoints; plus the
+       share of MiniPLM's D' that reference-only keeps on each plateau corpus;
+    2. ``budget/{no KD,MiniPLM (r)}/{steps}/{seed}``: no KD (the ``long`` corpus) and MiniPLM (the noisy
+       plateau corpus's D') trained for ``steps`` in ``budgets`` with their own schedule; the seed and the
+       corpus equal those of the plateau runs, so a budget run reads the first ``steps`` batches of them;
+    3. ``facts/{no KD,MiniPLM (r)}/{seed}``: the noisy plateau runs of the grid again, with fact exact
+       match at every checkpoint (their loss curves must reproduce the grid's).
+    """
+    torch.set_num_threads(1)
+    t_start = time.time()
+    env = setup()
+    teacher = env.trained("teacher")
+    models = {k: env.trained(k) for k in ("teacher", "reference")}
+    lr_ce = load_runs()["chosen"]["lr_ce"]
+    ids = {"long": fact_corpus(max(long_steps) * batch, env.table, n_triples=n_triples, seed=5).ids}
+    keep_plateau, overlap, sha = {}, {}, {}
+    for kind in plateau_corpora:
+        corpus = plateau_corpus(env, kind)
+        ids[f"plateau-{kind}"] = corpus.ids
+        keep_plateau[kind] = selections({k: scores(models[k], corpus.ids) for k in models}, corpus)
+        kp = keep_plateau[kind]
+        overlap[kind] = {a: len(np.intersect1d(kp["MiniPLM (r)"], kp[a])) / len(kp["MiniPLM (r)"])
+                         for a in ("reference only", "teacher only")}
+        sha.update({f"plateau/{kind}/{a}": keep_digest(kp[a]) for a in ("MiniPLM (r)", "teacher only", "reference only")})
+    _G.update(env=env, teacher=teacher, ids=ids)
+    out = {"script": SCRIPT + " extra",
+           "recipe": {"plateau": plateau, "budgets": budgets, "lr_ce": lr_ce, "every": every, "n_curve": n_curve,
+                      "eval_seeds": eval_seeds,
+                      "code_sha256": {f.name: bytes_sha256(f.read_bytes())[:16]
+                                      for f in [Path(m.__file__) for m in CODE] + [Path(__file__)]},
+                      "torch": torch.__version__},
+           "keep_sha256": sha, "overlap_with_MiniPLM": _r4(overlap), "runs": {}}
+
+    def job(key, corpus, kept=None, steps=plateau, seed=0, facts=False):
+        return {"key": key, "corpus": corpus, "kept": None if kept is None else torch.as_tensor(kept),
+                "steps": steps, "lr": lr_ce, "seed": seed, "facts": facts}
+
+    groups = [
+        [job(f"plateau/{kind}/reference only/{s}", f"plateau-{kind}", keep_plateau[kind]["reference only"], seed=s,
+             facts=True) for kind in plateau_corpora for s in eval_seeds],
+        [job(f"budget/no KD/{n}/{s}", "long", steps=n, seed=s) for n in budgets for s in eval_seeds]
+        + [job(f"budget/MiniPLM (r)/{n}/{s}", "plateau-noisy", keep_plateau["noisy"]["MiniPLM (r)"], steps=n, seed=s)
+           for n in budgets for s in eval_seeds],
+        [job(f"facts/no KD/{s}", "long", seed=s, facts=True) for s in eval_seeds]
+        + [job(f"facts/MiniPLM (r)/{s}", "plateau-noisy", keep_plateau["noisy"]["MiniPLM (r)"], seed=s, facts=True)
+           for s in eval_seeds],
+    ]
+    for g in groups:
+        for j in g:
+            k, r = _job(j)
+            out["runs"][k] = _r4(r)
+            print(k, r["loss"], r["cpu_s"], flush=True)
+        out["wall_s"] = round(time.time() - t_start, 1)
+        out["cpu_s"] = round(sum(v["cpu_s"] for v in out["runs"].values()), 1)
+        EXTRA_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
+    print(f"wrote {EXTRA_FILE}: {len(out['runs'])} runs, {out['wall_s']} s wall, {out['cpu_s']} s CPU")
+
+
+def load_extra() -> dict:
+    """The runs added to the committed grid (see :func:`main_extra`)."""
+    return json.loads(EXTRA_FILE.read_text())
+
+
 GRID_SEED = 0                            # the seed of the committed grid's random selection and spot check
 
 
@@ -286,4 +369,7 @@ def keep_digest(kept: np.ndarray) -> str:
 if __name__ == "__main__":
     import sys
 
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
+    if sys.argv[1:2] == ["extra"]:
+        main_extra()
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
