@@ -354,6 +354,30 @@ def test_block_normalisation_moves_every_block_alike_and_never_amplifies_below_t
     assert torch.allclose(rms, torch.ones_like(rms), atol=1e-5)
     tiny = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(1)) * 1e-7
     assert torch.allclose(normalised(tiny, 1e-3, block=2), tiny / 1e-3)   # plain gradient with gain 1 / floor
+    both = torch.cat([tiny[:1], tiny[1:] * 1e3])               # a per-sample floor: (1e-9, 1e-3)
+    n = normalised(both, torch.tensor([1e-9, 1e-3]), block=2)
+    rms = torch.nn.functional.avg_pool2d(n.pow(2).mean(1, keepdim=True), 2).sqrt()
+    assert torch.allclose(rms[0], torch.ones_like(rms[0]), atol=1e-4)   # above its floor: unit RMS per block
+    assert torch.allclose(n[1], both[1] / 1e-3)                       # below its floor: gain 1 / floor
+
+
+def test_floor_tied_to_the_gradient_scale_caps_at_least_half_the_blocks(unet):
+    sched, ctx, xs_c, zs_c, xs_r, fc, fr, cr, idx = _transfer_inputs(unet, 7)
+    w = EnergyWeights.stack([dict(style=1.0)] * 2)
+    calib, fixed, tied = {}, {}, {}
+    still, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, torch.zeros(2), 2, NAMES, 4, cr, smooth=3,
+                               block=2, stats=calib)             # eta = 0: the gradient's scale along the context
+    assert (still - ctx).abs().max() < 1e-3 and len(calib["median"]) == 4
+    floors = torch.zeros(6, 2)
+    floors[2:] = 0.5 * torch.stack(calib["median"])            # per step and pair: half the median block RMS
+    eta = torch.full((2,), 0.2)
+    guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, 2, NAMES, 4, cr, smooth=3, block=2, floor=1.0,
+                    stats=fixed)
+    out, _ = guided_transfer(unet, sched, xs_c, zs_c, fc, fr, idx, w, eta, 2, NAMES, 4, cr, smooth=3, block=2,
+                             floor=floors, stats=tied)
+    assert float(fixed["capped"][0].max()) == 0.0           # an absolute floor above every block caps none
+    assert (tied["capped"][0] >= 0.5).all()   # first guided step: at least half the blocks reach half the median
+    assert torch.isfinite(out).all() and (out - ctx).abs().max() > 1e-2
 
 
 def test_attention_match_position_prior_breaks_ties_towards_the_same_place():

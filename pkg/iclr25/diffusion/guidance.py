@@ -22,20 +22,25 @@ Energy = Callable[[dict, torch.Tensor], torch.Tensor]
 name -> tensor) and the input ``x_t`` ``(B, C, H, W)``."""
 
 
-def normalised(g: torch.Tensor, floor: float, block: int = 0) -> torch.Tensor:
+def block_rms(g: torch.Tensor, block: int) -> torch.Tensor:
+    """The RMS of ``g`` ``(B, C, H, W)`` over each ``block x block`` block of pixels and the channels:
+    ``(B, 1, H / block, W / block)``."""
+    return torch.nn.functional.avg_pool2d(g.pow(2).mean(1, keepdim=True), block).sqrt()
+
+
+def normalised(g: torch.Tensor, floor: float | torch.Tensor, block: int = 0) -> torch.Tensor:
     """``g / max(rms(g), floor)``: a unit-RMS direction, except that a gradient smaller than ``floor``
-    is scaled by ``1 / floor`` and so stays small (near a minimum the step is plain gradient descent
-    with gain ``1 / floor``, never an amplified round-off). ``block = 0``: one RMS per sample ``b`` of
-    ``g`` ``(B, ...)``; ``block = k``: one RMS per ``k x k`` block of pixels of ``g`` ``(B, C, H, W)``
-    (over the block and the channels), so that every block (region) moves by the same amount whatever
-    the other blocks' gradients are."""
+    is scaled by ``1 / floor`` and so stays small (below the floor the step is plain gradient descent
+    with gain ``1 / floor``, never an amplified round-off). ``floor`` is a number or ``(B,)``: one per
+    sample. ``block = 0``: one RMS per sample ``b`` of ``g`` ``(B, ...)``; ``block = k``: one RMS per
+    ``k x k`` block of pixels of ``g`` ``(B, C, H, W)`` (:func:`block_rms`), so that every block
+    (region) above the floor moves by the same amount whatever the other blocks' gradients are."""
+    floor = torch.as_tensor(floor, dtype=g.dtype, device=g.device).reshape(-1, *([1] * (g.dim() - 1)))
     if block:
-        b, c, h, w = g.shape
-        ms = torch.nn.functional.avg_pool2d(g.pow(2).mean(1, keepdim=True), block)
-        rms = torch.nn.functional.interpolate(ms.sqrt(), size=(h, w), mode="nearest").clamp(min=floor)
-        return g / rms
-    rms = g.flatten(1).pow(2).mean(1).sqrt().clamp(min=floor)
-    return g / rms.view(-1, *([1] * (g.dim() - 1)))
+        rms = torch.nn.functional.interpolate(block_rms(g, block), size=g.shape[-2:], mode="nearest")
+        return g / torch.maximum(rms, floor)
+    rms = g.flatten(1).pow(2).mean(1).sqrt().view(-1, *([1] * (g.dim() - 1)))
+    return g / torch.maximum(rms, floor)
 
 
 def energy_and_gradient(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: Energy,
@@ -61,22 +66,25 @@ def smoothed(g: torch.Tensor, width: int) -> torch.Tensor:
     return torch.nn.functional.avg_pool2d(g, width, 1, width // 2, count_include_pad=False)
 
 
-def guidance_direction(g: torch.Tensor, smooth: int | torch.Tensor = 1, floor: float = 1e-3,
-                       block: int = 0) -> torch.Tensor:
-    """The :func:`normalised` gradient ``g`` ``(B, C, H, W)`` (per sample, or per ``block x block``
-    region), first low-passed by :func:`smoothed` with window ``smooth`` (a number, or ``(B,)`` integers:
-    one per sample)."""
+def low_passed(g: torch.Tensor, smooth: int | torch.Tensor = 1) -> torch.Tensor:
+    """``g`` ``(B, C, H, W)`` low-passed by :func:`smoothed` with window ``smooth`` (a number, or ``(B,)``
+    integers: one per sample)."""
     if isinstance(smooth, torch.Tensor):
         widths = smooth.to(g.device).view(-1, *([1] * (g.dim() - 1)))
-        g = sum(torch.where(widths == w, smoothed(g, int(w)), torch.zeros_like(g)) for w in smooth.unique().tolist())
-    else:
-        g = smoothed(g, smooth)
-    return normalised(g, floor, block)
+        return sum(torch.where(widths == w, smoothed(g, int(w)), torch.zeros_like(g)) for w in smooth.unique().tolist())
+    return smoothed(g, smooth)
+
+
+def guidance_direction(g: torch.Tensor, smooth: int | torch.Tensor = 1, floor: float | torch.Tensor = 1e-3,
+                       block: int = 0) -> torch.Tensor:
+    """The :func:`normalised` gradient ``g`` ``(B, C, H, W)`` (per sample, or per ``block x block``
+    region), first :func:`low_passed` with window ``smooth``."""
+    return normalised(low_passed(g, smooth), floor, block)
 
 
 def energy_guided_eps(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: Energy,
                       names: Sequence[str], scale: torch.Tensor | float,
-                      floor: float = 1e-3, smooth: int | torch.Tensor = 1,
+                      floor: float | torch.Tensor = 1e-3, smooth: int | torch.Tensor = 1,
                       block: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """The guided noise prediction ``eps_tilde = eps_theta(x_t, t) + scale * g_hat`` with ``g_hat``
     the :func:`guidance_direction` of the gradient of ``energy`` (``scale`` a number or ``(B,)``;

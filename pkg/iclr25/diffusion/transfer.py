@@ -30,7 +30,7 @@ from diffusers import DDIMScheduler, UNet2DModel
 from iclr25.diffusion.attention import (AttentionRecorder, KVInjection, attention_probs, reset_attention,
                                         set_attention_controller)
 from iclr25.diffusion.features import FeatureHook, to_tokens
-from iclr25.diffusion.guidance import energy_and_gradient, energy_guided_eps, guidance_direction
+from iclr25.diffusion.guidance import block_rms, energy_and_gradient, low_passed, normalised
 from iclr25.diffusion.inversion import alpha_bar, unet_eps
 from iclr25.diffusion.semantix import (colour_style_energy, global_style_energy, joint_features,
                                        semantic_distance_energy, spatial_energy, style_energy)
@@ -139,8 +139,9 @@ class EnergyWeights:
     (Semantix's style feature guidance), ``spatial`` (spatial feature guidance), ``semantic``
     (semantic-distance regulariser), ``global_style`` (the global feature-statistics baseline),
     ``colour`` (the colour level of style guidance, :func:`~iclr25.diffusion.semantix.colour_style_energy`)
-    ``global_colour`` (its global counterpart: the colour statistics of the whole image) and ``raw_style``
-    (the style term with the raw, uncentred cosine, a control)."""
+    ``global_colour`` (its global counterpart: the colour statistics of the whole image), ``raw_style``
+    (the style term with the raw, uncentred cosine, a control) and ``centred_style`` (the style term with
+    the reference-centred cosine, a control)."""
 
     style: torch.Tensor
     spatial: torch.Tensor
@@ -149,13 +150,14 @@ class EnergyWeights:
     colour: torch.Tensor
     global_colour: torch.Tensor
     raw_style: torch.Tensor
+    centred_style: torch.Tensor
 
     @staticmethod
     def stack(rows: Sequence[dict], device: torch.device | str = "cpu") -> "EnergyWeights":
         """Weights from one dict per sample (missing keys are 0)."""
         col = lambda k: torch.tensor([float(r.get(k, 0.0)) for r in rows], device=device)  # noqa: E731
         return EnergyWeights(col("style"), col("spatial"), col("semantic"), col("global_style"), col("colour"),
-                             col("global_colour"), col("raw_style"))
+                             col("global_colour"), col("raw_style"), col("centred_style"))
 
 
 def transfer_energy(f_out: FeatureSet, f_ctx: FeatureSet, f_ref: FeatureSet, idx: torch.Tensor,
@@ -172,6 +174,8 @@ def transfer_energy(f_out: FeatureSet, f_ctx: FeatureSet, f_ref: FeatureSet, idx
             total = total + w.style * style_energy(fo, fr, idx, centre)
         if w.raw_style.any():
             total = total + w.raw_style * style_energy(fo, fr, idx, centre="none")
+        if w.centred_style.any():
+            total = total + w.centred_style * style_energy(fo, fr, idx, centre="reference")
         if w.spatial.any():
             total = total + w.spatial * spatial_energy(fo, fc)
         if w.semantic.any():
@@ -226,8 +230,8 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
                     weights: EnergyWeights, eta: torch.Tensor, guide_from: int | torch.Tensor, names: Sequence[str],
                     size: int, ref_colours: list[torch.Tensor] | None = None, smooth: int | torch.Tensor = 1,
                     colour_token_weight: torch.Tensor | None = None, n_grad: int | torch.Tensor = 1,
-                    progress: Callable | None = None, floor: float = 1e-3, block: int = 0,
-                    centre: str = "reference") -> tuple[torch.Tensor, torch.Tensor]:
+                    progress: Callable | None = None, floor: float | torch.Tensor = 1e-3, block: int = 0,
+                    centre: str = "reference", stats: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Energy-guided re-sampling of inverted contexts (the Semantix sampler).
 
     From ``xs_ctx[0]`` (the context's inverted start, ``(B, C, H, W)``), the first ``guide_from`` steps
@@ -235,7 +239,7 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
     edits survive) uses the guided noise
     prediction ``eps + eta_b * x0_scale(t) * normalised(smoothed(grad E_b))`` (so the predicted clean
     image moves by ``eta_b`` RMS per step, :func:`x0_scale`;
-    :func:`~iclr25.diffusion.guidance.energy_guided_eps`) with ``E`` the :func:`transfer_energy` of the
+    :func:`~iclr25.diffusion.guidance.normalised`) with ``E`` the :func:`transfer_energy` of the
     output's features against the context's and reference's features *at the same step*
     (``ctx_feats[i]``, ``ref_feats[i]``, from their inverted trajectories), plus the :func:`colour_energy`
     of the output's predicted clean image ``x0_hat`` against the reference's at the same step,
@@ -246,7 +250,12 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
     ``-sqrt(1 - abar_t) eta_b x0_scale(t) g_hat`` (the same move of ``x0_hat`` as the guided noise
     prediction makes), each with the gradient at the point reached, and the last is the guided step.
     ``floor`` and ``block`` set the normalisation (:func:`~iclr25.diffusion.guidance.normalised`: per
-    sample, or per ``block x block`` region of pixels). Every step uses the context's noise map ``zs_ctx[i]``, so ``eta = 0``
+    sample, or per ``block x block`` region of pixels); ``floor`` is a number, ``(B,)`` (one per sample) or
+    ``(S, B)`` (one per sampling step and sample, e.g. tied to the gradient's scale at each step).
+    ``stats``, a dict, receives per guided step ``"capped"`` ``(B,)`` (the share of blocks whose RMS
+    reaches the floor, i.e. that move by the full ``eta``) and ``"median"`` ``(B,)`` (the median block
+    RMS of the low-passed gradient; with ``eta = 0`` the trajectory is the context's, so this measures
+    the gradient's scale along it). Every step uses the context's noise map ``zs_ctx[i]``, so ``eta = 0``
     returns the context. Returns the outputs ``(B, C, H, W)`` and the energies of the steps from the
     earliest guided one, ``(S - min(guide_from), B)``."""
     energies = []
@@ -270,6 +279,8 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
     start = torch.as_tensor(guide_from, device=xs_ctx.device).expand(b)
     inner = torch.as_tensor(n_grad, device=xs_ctx.device).expand(b)
     x = xs_ctx[0]
+    floor = torch.as_tensor(floor, dtype=x.dtype, device=x.device)
+    floors_at = (lambda i: floor[i]) if floor.dim() == 2 else (lambda i: floor.expand(b))  # noqa: E731
     steps = list(enumerate(sched.timesteps))
     for i, t in (progress(steps) if progress else steps):
         t = int(t)
@@ -278,11 +289,18 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
         else:
             scale = eta * x0_scale(sched, t) * (i >= start).to(x.dtype)
             shift = (1 - float(alpha_bar(sched, t))) ** 0.5
-            for k in range(int(inner.max()) - 1):      # extra gradient steps on x_t itself
-                _, _, g = energy_and_gradient(unet, x, t, energy_at(i, t), hooked)
-                move = (scale * (inner > k + 1).to(x.dtype)).view(-1, 1, 1, 1)
-                x = (x - shift * move * guidance_direction(g, smooth, floor, block)).detach()
-            eps, e = energy_guided_eps(unet, x, t, energy_at(i, t), hooked, scale, floor, smooth, block)
+            for k in range(int(inner.max())):          # n_grad - 1 extra gradient steps on x_t itself, then the step
+                eps, e, g = energy_and_gradient(unet, x, t, energy_at(i, t), hooked)
+                g = low_passed(g, smooth)
+                direction = normalised(g, floors_at(i), block)
+                if k < int(inner.max()) - 1:
+                    move = (scale * (inner > k + 1).to(x.dtype)).view(-1, 1, 1, 1)
+                    x = (x - shift * move * direction).detach()
+            eps = eps + scale.view(-1, 1, 1, 1) * direction
+            if stats is not None:
+                rms = block_rms(g, block or g.shape[-1]).flatten(1)
+                stats.setdefault("capped", []).append((rms >= floors_at(i).view(-1, 1)).float().mean(1))
+                stats.setdefault("median", []).append(rms.median(1).values)
             energies.append(e)
         x = sched.step(eps.detach(), t, x, eta=1.0, variance_noise=zs_ctx[i]).prev_sample
     return x.detach(), torch.stack(energies) if energies else torch.zeros(0, b)
