@@ -20,15 +20,15 @@ def models():
 
 
 def test_committed_files_are_small_and_load_frozen(models):
-    for name in ("teacher", "lcm") + fp.KINDS:
+    for name in ("teacher", "lcm") + fp.KINDS + fp.LATER_KINDS:
         path = fp.WEIGHTS / fp.FILES[name]
         assert path.is_file(), f"missing {path}: run `{fp.SCRIPT}`"
         assert path.stat().st_size <= 2_000_000
-    for name in ("teacher", "lcm") + fp.KINDS:
+    for name in ("teacher", "lcm") + fp.KINDS + fp.LATER_KINDS:
         assert not models[name].training and not any(p.requires_grad for p in models[name].parameters())
     t = np.array(models["meta"]["teacher"]["losses"])
     assert len(t) == fp.RECIPE["teacher"]["steps"] and t[-50:].mean() < 0.3 * t[:50].mean()
-    for kind in fp.KINDS:
+    for kind in fp.KINDS + fp.LATER_KINDS:
         assert len(models["meta"][kind]["losses"]) == fp.restorer_total_steps(kind)
 
 
@@ -37,7 +37,7 @@ def test_first_steps_of_every_stage_reproduce_the_recorded_losses(models):
     np.testing.assert_allclose(lt, models["meta"]["teacher"]["losses"][:3], rtol=2e-3)
     _, ll = fp.fit_lcm(models["teacher"], stop_after=2)
     np.testing.assert_allclose(ll, models["meta"]["lcm"]["losses"][:2], rtol=2e-3)
-    for kind in fp.KINDS:
+    for kind in fp.KINDS + fp.LATER_KINDS:
         _, lr = fp.fit_restorer(kind, models["teacher"], models["lcm"], stop_after=1)
         np.testing.assert_allclose(lr, models["meta"][kind]["losses"][:1], rtol=2e-3)
 
@@ -55,14 +55,14 @@ def test_missing_or_stale_checkpoint_is_refused_naming_the_script(tmp_path, monk
 def test_the_script_still_makes_the_committed_models(tmp_path, monkeypatch, models):
     monkeypatch.setattr(fp, "WEIGHTS", tmp_path)
     fp.make_checkpoints()
-    for name in ("teacher", "lcm") + fp.KINDS:
+    for name in ("teacher", "lcm") + fp.KINDS + fp.LATER_KINDS:
         made = torch.load(tmp_path / fp.FILES[name], weights_only=True)["meta"]["losses"]
         np.testing.assert_allclose(made[-10:], models["meta"][name]["losses"][-10:], rtol=1e-2)
 
 
 def test_committed_restorers_log_their_validation_curve(models):
     r = fp.RECIPE["restorer"]
-    for kind in fp.KINDS:
+    for kind in fp.KINDS + fp.LATER_KINDS:
         curve = np.array(models["meta"][kind]["curve"])
         budget = fp.budget_of(kind)      # both cosine cycles, logged on one grid of InterLCM-equivalent steps
         assert budget == r["steps"] + fp.more_for(kind)

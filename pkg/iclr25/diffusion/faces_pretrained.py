@@ -16,9 +16,9 @@ stages, each model its own float16 file under 2 MB, all on procedural faces
    ``t = 759``, 3 LCM steps), the from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM
    steps from pure noise), the DiffBIR-style diffusion restorer (``diffusion``: the regression U-Net as its
    first-stage pre-cleaner, then the same encoders on the teacher conditioned on the pre-cleaned image,
-   epsilon loss, as many network passes); on request (not committed, :data:`LATER_KINDS`) InterLCM trained
-   with the LQ at a later state (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the paper trains its
-   1-step model separately too), as many steps as InterLCM.
+   epsilon loss, as many network passes); and InterLCM trained with the LQ at a later state
+   (:data:`LATER_KINDS`: ``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the paper trains its 1-step
+   model separately too), as many steps as InterLCM, for the chapter's fidelity-quality trade-off row.
 
 Every restorer is continued by a second cosine cycle (``RECIPE["restorer"]["more_of"]``, equal passes for all);
 ``python -m iclr25.diffusion.faces_pretrained <kind>`` resumes from a committed first-cycle file and runs only the
@@ -53,8 +53,8 @@ KINDS = ("regression", "interlcm", "fromnoise", "diffusion")
 """The committed trained restorers (see the module docstring)."""
 LATER_KINDS = ("interlcm-499", "interlcm-259")
 """InterLCM's encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the
-paper trains its 1-step model separately: made by the script on request
-(``python -m iclr25.diffusion.faces_pretrained interlcm-499 interlcm-259``), not committed."""
+paper trains its 1-step model separately (``python -m iclr25.diffusion.faces_pretrained interlcm-499 interlcm-259``;
+committed, loaded by default)."""
 STARTS = {"interlcm-499": 2, "interlcm-259": 3}
 """The LCM step index at which the later-start InterLCM variants place the low-quality image (4-step
 schedule ``[999, 759, 499, 259]``: 2 and 1 network calls)."""
@@ -65,7 +65,8 @@ RECIPE = dict(res=16, channels=(16, 32), data="procedural", init_seed=0, data_se
               restorer=dict(steps=400, batch_size=16, lr=2e-3, warmup=20, eval_every=25, perceptual=1.0, start=1,
                             num_steps=4, n_val=20, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2),
                             degradation=SEVERITY["train"], lr_of=dict(diffusion=1e-3),
-                            more_of=dict(interlcm=150, fromnoise=150, regression=150, diffusion=150),
+                            more_of={"interlcm": 150, "fromnoise": 150, "regression": 150, "diffusion": 150,
+                                     "interlcm-499": 150, "interlcm-259": 150},
                             more=dict(lr_frac=0.25, warmup=10, seed_offset=3)))
 """The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
 ``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
@@ -375,7 +376,7 @@ def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int
     return model.eval().requires_grad_(False), losses
 
 
-def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -> None:
+def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS + LATER_KINDS) -> None:
     """Run the stages on one CPU thread and save their files (later stages load the earlier ones;
     the restorers are independent of each other)."""
     torch.set_num_threads(1)
@@ -436,10 +437,10 @@ def m4_grid(lrs=M4_GRID, recipe: dict = RECIPE, out: Path | None = None) -> dict
     return {v["lr"]: v["curve"] for v in log.values()}
 
 
-def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
+def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS + LATER_KINDS,
                      device: torch.device | str = "cpu") -> dict:
     """The committed models (float32, eval mode, gradients off) on ``device``: ``teacher``, ``lcm``
-    and the restorers of :data:`KINDS` named in ``which``; ``meta`` holds each file's training log."""
+    and the restorers of :data:`KINDS` and :data:`LATER_KINDS` named in ``which``; ``meta`` holds each file's training log."""
     out: dict = {"meta": {}}
     for name in ("teacher", "lcm"):
         if name in which or any(k in which for k in KINDS + LATER_KINDS
@@ -464,4 +465,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["m4-grid"]:     # python -m iclr25.diffusion.faces_pretrained m4-grid [lr ...]
         m4_grid(tuple(float(a) for a in sys.argv[2:]) or M4_GRID)
     else:
-        make_checkpoints(stages=tuple(sys.argv[1:]) or ("teacher", "lcm") + KINDS)
+        make_checkpoints(stages=tuple(sys.argv[1:]) or ("teacher", "lcm") + KINDS + LATER_KINDS)
