@@ -16,12 +16,17 @@ stages, each model its own float16 file under 2 MB, all on procedural faces
    ``t = 759``, 3 LCM steps), the from-noise control (``fromnoise``: same encoders, losses and steps, 4 LCM
    steps from pure noise), the DiffBIR-style diffusion restorer (``diffusion``: the regression U-Net as its
    first-stage pre-cleaner, then the same encoders on the teacher conditioned on the pre-cleaned image,
-   epsilon loss, as many network passes); on request (not committed, :data:`LATER_KINDS`) InterLCM trained
-   with the LQ at a later state (``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the paper trains its
-   1-step model separately too), as many steps as InterLCM.
+   epsilon loss, as many network passes); and InterLCM trained with the LQ at a later state
+   (:data:`LATER_KINDS`: ``interlcm-499``: 2 LCM steps, ``interlcm-259``: 1 step; the paper trains its 1-step
+   model separately too), as many steps as InterLCM, for the chapter's fidelity-quality trade-off row.
+
+Every restorer is continued by a second cosine cycle (``RECIPE["restorer"]["more_of"]``, equal passes for all);
+``python -m iclr25.diffusion.faces_pretrained <kind>`` resumes from a committed first-cycle file and runs only the
+second cycle. The diffusion restorer's recipe includes its pre-cleaner's (the regression U-Net's), so it is
+retrained whenever that changes.
 
 Every restorer's validation curve (PSNR gain over the input on the validation faces) is logged in its
-file's ``meta["curve"]`` (mean) and ``meta["curve_cases"]`` (per case).
+file's ``meta["curve"]`` (mean) and ``meta["curve_cases"]`` (per case), over both cycles.
 
 Chapters never retrain silently: a missing file, or one made with another recipe, raises an error
 naming the script.
@@ -48,8 +53,8 @@ KINDS = ("regression", "interlcm", "fromnoise", "diffusion")
 """The committed trained restorers (see the module docstring)."""
 LATER_KINDS = ("interlcm-499", "interlcm-259")
 """InterLCM's encoders trained with the low-quality image placed at a later LCM state (:data:`STARTS`), as the
-paper trains its 1-step model separately: made by the script on request
-(``python -m iclr25.diffusion.faces_pretrained interlcm-499 interlcm-259``), not committed."""
+paper trains its 1-step model separately (``python -m iclr25.diffusion.faces_pretrained interlcm-499 interlcm-259``;
+committed, loaded by default)."""
 STARTS = {"interlcm-499": 2, "interlcm-259": 3}
 """The LCM step index at which the later-start InterLCM variants place the low-quality image (4-step
 schedule ``[999, 759, 499, 259]``: 2 and 1 network calls)."""
@@ -59,7 +64,10 @@ RECIPE = dict(res=16, channels=(16, 32), data="procedural", init_seed=0, data_se
               lcm=dict(steps=1200, batch_size=32, lr=1e-3, skip=20, ema=0.95),
               restorer=dict(steps=400, batch_size=16, lr=2e-3, warmup=20, eval_every=25, perceptual=1.0, start=1,
                             num_steps=4, n_val=20, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2),
-                            degradation=SEVERITY["train"], lr_of=dict(diffusion=1e-3)))
+                            degradation=SEVERITY["train"], lr_of=dict(diffusion=1e-3),
+                            more_of={"interlcm": 150, "fromnoise": 150, "regression": 150, "diffusion": 150,
+                                     "interlcm-499": 150, "interlcm-259": 150},
+                            more=dict(lr_frac=0.25, warmup=10, seed_offset=3)))
 """The recipe: image size, U-Net widths, seeds, and each stage's steps, batch and learning rate.
 ``restorer.passes`` counts U-Net-sized forward-backward passes per training step (the perceptual loss
 is one); the diffusion restorer and the regression U-Net get as many passes as InterLCM
@@ -70,7 +78,14 @@ InterLCM-equivalent steps (the curve the budget was chosen from). ``restorer.lr_
 kind: the diffusion restorer's rate, half of InterLCM's and not tuned (the ``m4-grid`` sub-command trains the grid
 :data:`M4_GRID`; no grid is committed). ``restorer.degradation`` records the
 training degradation ranges (:data:`~iclr25.diffusion.degrade.SEVERITY`), so restorers trained on other
-ranges are refused as stale."""
+ranges are refused as stale.
+
+``restorer.more_of`` continues the named restorers past the ``steps`` budget by a second cosine cycle of that many
+InterLCM-equivalent steps (a warm restart): fresh Adam state, peak rate ``more.lr_frac`` times the kind's rate after
+``more.warmup`` steps, cosine to 0, fresh training pairs (training generator seed ``data_seed + more.seed_offset``);
+the validation curve goes on every ``eval_every`` steps to ``steps + more_of[kind]``, the kind's whole budget
+(:func:`budget_of`). The first cycle is exactly the run without it, so the script resumes from a committed file of
+the first cycle's recipe (:func:`base_recipe`) when one is there."""
 
 M4_GRID = (3e-4, 1e-3, 4e-3)
 """The diffusion restorer's learning-rate grid for the ``m4-grid`` sub-command, each run
@@ -96,6 +111,22 @@ def grid_log() -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"no committed learning-rate grid at {path}: make it with `{SCRIPT} m4-grid`")
     return {v["lr"]: v for v in json.loads(path.read_text()).values()}
+
+
+def more_for(kind: str, recipe: dict = RECIPE) -> int:
+    """InterLCM-equivalent steps of the second cosine cycle of restorer ``kind`` (``restorer.more_of``, 0 if none)."""
+    return recipe["restorer"].get("more_of", {}).get(kind, 0)
+
+
+def budget_of(kind: str, recipe: dict = RECIPE) -> int:
+    """The whole training budget of restorer ``kind`` in InterLCM-equivalent steps: ``steps`` plus its second cycle."""
+    return recipe["restorer"]["steps"] + more_for(kind, recipe)
+
+
+def base_recipe(kind: str, recipe: dict = RECIPE) -> dict:
+    """``recipe`` without the second cycle of ``kind`` (the recipe of its first cycle)."""
+    r = recipe["restorer"]
+    return {**recipe, "restorer": {**r, "more_of": {k: v for k, v in r.get("more_of", {}).items() if k != kind}}}
 
 
 def lr_for(kind: str, recipe: dict = RECIPE) -> float:
@@ -139,10 +170,16 @@ def _make_restorer(kind: str, recipe: dict, path: Path | None = None) -> dict:
     file) with its recipe, losses, validation curve and seconds; returns that metadata."""
     needs_lcm = kind not in ("diffusion", "regression")
     m = load_face_models(recipe, ("teacher", "lcm") if needs_lcm else ("teacher",))
-    t0, curve = time.time(), []
-    model, losses = fit_restorer(kind, m["teacher"], m.get("lcm"), recipe, curve=curve)
+    t0, curve, first = time.time(), [], None
+    committed = WEIGHTS / FILES[kind]
+    if more_for(kind, recipe) and committed.is_file():
+        ck = torch.load(committed, map_location="cpu", weights_only=True)
+        if repr(ck["meta"]["recipe"]) == repr(stage_recipe(kind, base_recipe(kind, recipe))):
+            first = ck          # the first cycle is committed: resume from it (the same run, not repeated)
+    model, losses = fit_restorer(kind, m["teacher"], m.get("lcm"), recipe, curve=curve, first=first)
+    seconds = time.time() - t0 + (first["meta"]["seconds"] if first is not None else 0.0)
     meta = {"recipe": stage_recipe(kind, recipe), "losses": losses, "curve": [c[:2] for c in curve],
-            "curve_cases": [c[2] for c in curve], "seconds": time.time() - t0}
+            "curve_cases": [c[2] for c in curve], "seconds": seconds}
     _save(kind, model.state_dict(), meta, path)
     return meta
 
@@ -163,9 +200,13 @@ def stage_recipe(name: str, recipe: dict = RECIPE) -> dict:
     keep = {"teacher": ("teacher",), "lcm": ("teacher", "lcm"), "regression": ("teacher", "restorer"),
             "diffusion": ("teacher", "restorer")}.get(name, ("teacher", "lcm", "restorer"))
     out = {k: v for k, v in recipe.items() if not isinstance(v, dict) or k in keep}
-    if "restorer" in out:      # a restorer depends on its own rate only (``lr_of`` folded into ``lr``)
-        r = {k: v for k, v in out["restorer"].items() if k != "lr_of"}
+    if "restorer" in out:      # a restorer depends on its own rate and second cycle only (folded in)
+        r = {k: v for k, v in out["restorer"].items() if k not in ("lr_of", "more_of", "more")}
         out["restorer"] = {**r, "lr": lr_for(name, recipe)} if name in KINDS + LATER_KINDS else r
+        if more_for(name, recipe):
+            out["restorer"]["more"] = {"steps": more_for(name, recipe), **recipe["restorer"]["more"]}
+        if name == "diffusion":    # conditioned on the regression U-Net's output: depends on how it was trained
+            out["restorer"]["precleaner"] = stage_recipe("regression", recipe)["restorer"]
     return _plain(out)
 
 
@@ -226,6 +267,11 @@ def restorer_steps(kind: str, recipe: dict = RECIPE) -> int:
     return _per_kind(recipe["restorer"]["steps"], kind, recipe)
 
 
+def restorer_total_steps(kind: str, recipe: dict = RECIPE) -> int:
+    """Training steps of ``kind`` over both cosine cycles (the length of its logged losses)."""
+    return restorer_steps(kind, recipe) + _per_kind(more_for(kind, recipe), kind, recipe)
+
+
 def _per_kind(n: int, kind: str, recipe: dict) -> int:
     """``n`` InterLCM steps in steps of ``kind`` (equal passes; the from-noise control: equal steps)."""
     r = recipe["restorer"]
@@ -283,30 +329,54 @@ def precleaned(lq: torch.Tensor, recipe: dict = RECIPE) -> torch.Tensor:
 
 
 def fit_restorer(kind: str, teacher, lcm, recipe: dict = RECIPE, stop_after: int | None = None, progress=None,
-                 curve: list | None = None):
+                 curve: list | None = None, first: dict | None = None):
     """Stage 3: train the restorer ``kind`` on the same degraded pairs; returns it (eval) and its losses.
-    With a list ``curve``, appends ``(interlcm_equivalent_step, validation_psnr)`` every ``eval_every``
-    InterLCM-equivalent steps and at the end (the training itself is unchanged)."""
+    With a list ``curve``, appends ``(interlcm_equivalent_step, validation_psnr, per_case_gains)`` every
+    ``eval_every`` InterLCM-equivalent steps and at the end (the training itself is unchanged). A kind with a
+    second cycle (``restorer.more_of``) runs it after the first (not with ``stop_after``); ``first``, a saved
+    checkpoint of the first cycle (``{"state_dict", "meta"}``), replaces running that cycle."""
     r = recipe["restorer"]
     model, loss_fn = restorer_losses(kind, teacher, lcm, recipe)
     every, n = _per_kind(r["eval_every"], kind, recipe), restorer_steps(kind, recipe)
 
-    def on_step(s: int) -> None:
-        if curve is not None and s % every == 0:
-            gains = validation_gains(kind, model, teacher, lcm, recipe)
-            curve.append((s * r["eval_every"] // every, float(gains.mean()), [round(float(v), 4) for v in gains]))
+    def logger(offset: int, skip0: bool):
+        def on_step(s: int) -> None:
+            if curve is not None and s % every == 0 and not (skip0 and s == 0):
+                gains = validation_gains(kind, model, teacher, lcm, recipe)
+                curve.append((offset + s * r["eval_every"] // every, float(gains.mean()),
+                              [round(float(v), 4) for v in gains]))
+        return on_step
 
-    losses = train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
-                            n, r["batch_size"], lr_for(kind, recipe), seed=recipe["data_seed"] + 2,
-                            stop_after=stop_after, progress=progress, warmup=_per_kind(r["warmup"], kind, recipe),
-                            on_step=on_step)
-    if curve is not None and stop_after is None:
-        gains = validation_gains(kind, model, teacher, lcm, recipe)
-        curve.append((r["steps"], float(gains.mean()), [round(float(v), 4) for v in gains]))
+    def log_end(step: int) -> None:
+        if curve is not None and stop_after is None:
+            gains = validation_gains(kind, model, teacher, lcm, recipe)
+            curve.append((step, float(gains.mean()), [round(float(v), 4) for v in gains]))
+
+    if first is None:
+        losses = train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
+                                n, r["batch_size"], lr_for(kind, recipe), seed=recipe["data_seed"] + 2,
+                                stop_after=stop_after, progress=progress, warmup=_per_kind(r["warmup"], kind, recipe),
+                                on_step=logger(0, False))
+        log_end(r["steps"])
+    else:
+        model.load_state_dict({k: v.float() for k, v in first["state_dict"].items()})
+        losses = list(first["meta"]["losses"])
+        if curve is not None:
+            curve.extend(zip(first["meta"]["curve"], first["meta"]["curve_cases"]))
+            curve[:] = [(c[0][0], c[0][1], c[1]) for c in curve]
+    more = more_for(kind, recipe)
+    if more and stop_after is None:
+        m = r["more"]
+        model.train()
+        losses += train_restorer(loss_fn, model.parameters(), pair_source(recipe["res"], recipe["data_seed"]),
+                                 _per_kind(more, kind, recipe), r["batch_size"], m["lr_frac"] * lr_for(kind, recipe),
+                                 seed=recipe["data_seed"] + m["seed_offset"], progress=progress,
+                                 warmup=_per_kind(m["warmup"], kind, recipe), on_step=logger(r["steps"], True))
+        log_end(r["steps"] + more)
     return model.eval().requires_grad_(False), losses
 
 
-def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS) -> None:
+def make_checkpoints(recipe: dict = RECIPE, stages=("teacher", "lcm") + KINDS + LATER_KINDS) -> None:
     """Run the stages on one CPU thread and save their files (later stages load the earlier ones;
     the restorers are independent of each other)."""
     torch.set_num_threads(1)
@@ -367,10 +437,10 @@ def m4_grid(lrs=M4_GRID, recipe: dict = RECIPE, out: Path | None = None) -> dict
     return {v["lr"]: v["curve"] for v in log.values()}
 
 
-def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS,
+def load_face_models(recipe: dict = RECIPE, which=("teacher", "lcm") + KINDS + LATER_KINDS,
                      device: torch.device | str = "cpu") -> dict:
     """The committed models (float32, eval mode, gradients off) on ``device``: ``teacher``, ``lcm``
-    and the restorers of :data:`KINDS` named in ``which``; ``meta`` holds each file's training log."""
+    and the restorers of :data:`KINDS` and :data:`LATER_KINDS` named in ``which``; ``meta`` holds each file's training log."""
     out: dict = {"meta": {}}
     for name in ("teacher", "lcm"):
         if name in which or any(k in which for k in KINDS + LATER_KINDS
@@ -395,4 +465,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["m4-grid"]:     # python -m iclr25.diffusion.faces_pretrained m4-grid [lr ...]
         m4_grid(tuple(float(a) for a in sys.argv[2:]) or M4_GRID)
     else:
-        make_checkpoints(stages=tuple(sys.argv[1:]) or ("teacher", "lcm") + KINDS)
+        make_checkpoints(stages=tuple(sys.argv[1:]) or ("teacher", "lcm") + KINDS + LATER_KINDS)
