@@ -141,3 +141,20 @@ def test_repnoise_mask_keeps_only_the_hazard_tokens(setup):
     words = [[world.vocab.words[int(i)] for i, m in zip(row, mrow) if m] for row, mrow in zip(kept.ids, kept.mask)]
     assert all(len(w) == 3 and w[-1] == "heat" for w in words)  # the two hazard ingredients and "heat"
     assert not {"mix", "with", "then", "."} & {x for w in words for x in w}
+
+
+def test_attack_trace_reuses_the_evaluations_without_changing_them(setup):
+    import copy
+    from iclr25.align.harmful_finetuning import attack
+    world, model, data = setup
+    cfg = AttackConfig(n=20, batch=4, epochs=1, lr=1e-3)   # 5 steps: the 2x end is on the h trace too
+    tox = list(data.toxins["eval"])
+    kw = dict(hs_every=1, lengths=(1, 2))
+    full = attack(copy.deepcopy(model), world, data, 0.2, cfg, hs_toxins=tox[::-1], **kw)  # other order: recomputed
+    lean = attack(copy.deepcopy(model), world, data, 0.2, cfg, hs_toxins=tox, hs_start=-1.0, trace_h=False, **kw)
+    assert full["hs_steps"] == lean["hs_steps"] == list(range(2 * cfg.steps + 1))
+    assert lean["hs"][0] == -1.0 and full["hs"][1:] == lean["hs"][1:]   # step 0 is the caller's; the rest agree
+    assert [lean["evals"][k]["hs"] for k in (1, 2)] == [lean["hs"][k * cfg.steps] for k in (1, 2)]
+    assert lean["h_steps"] == [0, cfg.steps, 2 * cfg.steps]              # h only where it is evaluated
+    assert lean["h"] == [dict(zip(full["h_steps"], full["h"]))[s] for s in lean["h_steps"]]
+    assert full["evals"] == lean["evals"]

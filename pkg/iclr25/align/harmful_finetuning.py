@@ -228,7 +228,8 @@ def attack_set(world: World, data: HFTData, p: float, cfg: AttackConfig) -> list
 
 def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConfig, *,
            hs_every: int = 0, hs_toxins: Sequence[str] = (), lengths: Sequence[int] = (),
-           split: str = "eval", h_every_long: int = 5) -> dict[str, Any]:
+           split: str = "eval", h_every_long: int = 5, hs_start: float | None = None,
+           trace_h: bool = True) -> dict[str, Any]:
     """Fine-tune ``model`` in place on :func:`attack_set` (the attack). Returns ``h_steps``/``h``:
     the harmful loss on ``data.attack_probe`` before the attack and after every step of the 1x
     attack (so ``h[k]`` is after step ``k`` for ``k <= cfg.steps``), then every ``h_every_long``
@@ -238,7 +239,12 @@ def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConf
     ``lengths`` (e.g. ``(1, 2, 4)``): the durability test. The attack runs ``max(lengths)`` times
     ``cfg.epochs`` epochs (the warm-up of the 1x attack, then the same constant lr; the first
     ``cfg.steps`` steps are exactly the 1x attack) and ``evals[k]`` is :func:`evaluate` on
-    ``split`` after ``k`` times ``cfg.steps`` steps."""
+    ``split`` after ``k`` times ``cfg.steps`` steps.
+
+    Nothing is computed twice: where a traced step is also an evaluation step (and ``hs_toxins`` are
+    the ``split`` toxins) the trace takes the harmful score from :func:`evaluate`; ``hs_start``, the
+    harmful score of the model as passed in (when the caller has it), stands for step 0.
+    ``trace_h=False`` records ``h`` only at step 0 and at the evaluation steps."""
     dev = next(model.parameters()).device
     examples = attack_set(world, data, p, cfg)
     batch_all = encode_examples(world.vocab, examples)
@@ -250,12 +256,14 @@ def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConf
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
     out: dict[str, Any] = {"h_steps": [0], "h": [harmful_loss(model, probe)], "hs_steps": [], "hs": []}
 
-    def record_hs(step: int) -> None:
+    same = list(hs_toxins) == list(data.toxins[split])  # the trace's toxins are the evaluation's
+
+    def record_hs(step: int, known: float | None = None) -> None:
         if hs_every and step % hs_every == 0:
             out["hs_steps"].append(step)
-            out["hs"].append(harmful_score(model, world, hs_toxins)["hs"])
+            out["hs"].append(known if known is not None else harmful_score(model, world, hs_toxins)["hs"])
 
-    record_hs(0)
+    record_hs(0, hs_start)
     step = 0
     out["evals"] = {}
     for _ in range(cfg.epochs * max([1, *lengths])):
@@ -268,12 +276,13 @@ def attack(model: TinyLM, world: World, data: HFTData, p: float, cfg: AttackConf
             _apply(opt, params, grads, cfg.clip)
             sched.step()
             step += 1
-            if step <= cfg.steps or step % h_every_long == 0:
+            at_eval = step % cfg.steps == 0 and step // cfg.steps in lengths
+            if (step <= cfg.steps or step % h_every_long == 0) if trace_h else at_eval:
                 out["h_steps"].append(step)
                 out["h"].append(harmful_loss(model, probe))
-            record_hs(step)
-            if step % cfg.steps == 0 and step // cfg.steps in lengths:
+            if at_eval:
                 out["evals"][step // cfg.steps] = evaluate(model, world, data, split)
+            record_hs(step, out["evals"][step // cfg.steps]["hs"] if at_eval and same else None)
     model.eval()
     return out
 
