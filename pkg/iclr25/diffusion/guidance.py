@@ -74,22 +74,3 @@ def low_passed(g: torch.Tensor, smooth: int | torch.Tensor = 1) -> torch.Tensor:
         return sum(torch.where(widths == w, smoothed(g, int(w)), torch.zeros_like(g)) for w in smooth.unique().tolist())
     return smoothed(g, smooth)
 
-
-def guidance_direction(g: torch.Tensor, smooth: int | torch.Tensor = 1, floor: float | torch.Tensor = 1e-3,
-                       block: int = 0) -> torch.Tensor:
-    """The :func:`normalised` gradient ``g`` ``(B, C, H, W)`` (per sample, or per ``block x block``
-    region), first :func:`low_passed` with window ``smooth``."""
-    return normalised(low_passed(g, smooth), floor, block)
-
-
-def energy_guided_eps(unet: UNet2DModel, x_t: torch.Tensor, t: int, energy: Energy,
-                      names: Sequence[str], scale: torch.Tensor | float,
-                      floor: float | torch.Tensor = 1e-3, smooth: int | torch.Tensor = 1,
-                      block: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The guided noise prediction ``eps_tilde = eps_theta(x_t, t) + scale * g_hat`` with ``g_hat``
-    the :func:`guidance_direction` of the gradient of ``energy`` (``scale`` a number or ``(B,)``;
-    ``smooth`` the low-pass width, ``floor`` and ``block`` as in :func:`normalised`). Returns ``eps_tilde`` ``(B, C, H, W)`` and the energies ``(B,)`` at
-    ``x_t``."""
-    eps, e, g = energy_and_gradient(unet, x_t, t, energy, names)
-    scale = torch.as_tensor(scale, dtype=x_t.dtype, device=x_t.device)
-    return eps + scale.reshape(-1, *([1] * (x_t.dim() - 1))) * guidance_direction(g, smooth, floor, block), e
