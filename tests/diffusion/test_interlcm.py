@@ -197,3 +197,49 @@ def test_frechet_distance_matches_the_closed_form_for_diagonal_gaussians() -> No
     closed = ((ma - mb) ** 2).sum() + ((sa - sb) ** 2).sum()
     assert abs(frechet(a, b) - closed) < 1e-8
     assert abs(frechet(a, a)) < 1e-8 and abs(frechet(a, b) - frechet(b, a)) < 1e-8
+
+
+def test_later_starts_renoise_to_their_timestep_and_make_fewer_calls(unet) -> None:
+    """``start = 2`` and ``3`` re-noise the low-quality image to 499 and 259 (the forward marginal, noise from the
+    generator) and make 2 and 1 network calls, at the remaining timesteps."""
+    from diffusers.utils.torch_utils import randn_tensor
+
+    lq = torch.randn(2, 1, 16, 16)
+    for start, want in ((2, [499, 259]), (3, [259])):
+        seen: list = []
+        hook = unet.register_forward_pre_hook(lambda mod, args: seen.append((int(args[1][0]), args[0].clone())))
+        try:
+            with torch.no_grad():
+                interlcm_restore(unet, None, lq, start=start, num_steps=4, generator=torch.Generator().manual_seed(5))
+        finally:
+            hook.remove()
+        assert [t for t, _ in seen] == want
+        ab = alpha_bar(torch.tensor(want[0]))
+        noise = randn_tensor(lq.shape, generator=torch.Generator().manual_seed(5))
+        assert torch.allclose(seen[0][1], ab.sqrt() * lq + (1 - ab).sqrt() * noise, atol=1e-6)
+
+
+def test_consistency_distillation_of_an_exact_teacher_on_a_point_mass_has_zero_loss() -> None:
+    """Data a point mass at ``c`` and a teacher with the exact epsilon: every ODE trajectory ends at ``c``, the DDIM
+    step stays on it, at ``t = 19`` the target is the teacher's x0-hat (``alpha_bar = 1`` below 0), so student and
+    target agree and the loss is 0 at every step."""
+    from types import SimpleNamespace
+
+    from iclr25.diffusion.consistency import consistency_distill
+
+    c = torch.full((1, 1, 4, 4), 0.3)
+
+    class Exact(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, x, t, encoder_hidden_states=None):
+            ab = alpha_bar(t).view(-1, 1, 1, 1)
+            return SimpleNamespace(sample=(x - ab.sqrt() * c) / (1 - ab).sqrt() + 0.0 * self.w)   # w: a parameter, no effect
+
+    target, losses = consistency_distill(Exact(), lambda n, g: c.expand(n, -1, -1, -1).clone(), steps=5,
+                                         batch_size=8, lr=1e-3, seed=0)
+    assert len(losses) == 5 and max(losses) < 1e-5
+    x_t = renoise(c.expand(3, -1, -1, -1), 19, torch.Generator().manual_seed(1))
+    assert torch.allclose(consistency_fn(target, x_t, torch.full((3,), 19)), c.expand(3, -1, -1, -1), atol=1e-4)
