@@ -44,3 +44,21 @@ def test_committed_grid_matches_its_digest_and_recipe():
     assert runs["recipe"]["grids"] == json.loads(json.dumps(GRIDS))
     assert all(len(runs["results"][k]) == len(GRIDS[k]) for k in GRIDS)
     assert unlearn_runs.RUNS_FILE.stat().st_size < 20_000
+
+
+def test_committed_pairs_match_their_digest_and_the_committed_grid():
+    pairs = json.loads(unlearn_runs.PAIRS_FILE.read_text())
+    assert json_sha256(pairs["rows"]) == pairs["rows_sha256"]
+    runs = unlearn_runs.load_runs()
+    assert pairs["recipe"]["grid_sha256"] == runs["results_sha256"]
+    # the pairs cover exactly the unlearners whose chosen setting meets both targets at the tuning seed
+    assert set(pairs["recipe"]["unlearners"]) == {u for u in GRIDS if unlearn_runs.tuned_ok(runs, u)}
+    assert {r["seed"] for r in pairs["rows"]} == set(pairs["recipe"]["seeds"])
+
+
+def test_tuned_ok_needs_both_targets():
+    base = dict(forget=1.0, hobby=0.6)
+    ok = {"base": base, "X": [dict(hp={}, forget=0.3, hobby=0.55)]}
+    assert unlearn_runs.tuned_ok({"results": ok}, "X")
+    assert not unlearn_runs.tuned_ok({"results": {"base": base, "X": [dict(hp={}, forget=0.3, hobby=0.4)]}}, "X")
+    assert not unlearn_runs.tuned_ok({"results": {"base": base, "X": [dict(hp={}, forget=0.5, hobby=0.6)]}}, "X")

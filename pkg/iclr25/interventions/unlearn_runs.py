@@ -7,8 +7,8 @@ the one the utility metric reads; a retain set that never shows it leaves it unp
 retain set covers it, and the utility an unlearner keeps is measured on the other half of the
 persons, whose hobbies never appear in any retain text (:func:`heldout_hobby`).
 
-The grids (:data:`GRIDS`: GA over learning rate and steps, 16 settings; GD over learning rate, steps and retain
-weight, 24; RMU over the steered layer, the steering coefficient and the learning rate) take a few CPU
+The grids (:data:`GRIDS`: GA over learning rate and steps, 16 + 9 settings; GD over learning rate, steps and retain
+weight, 24 + 18 + 5 + 1; RMU over the steered layer, the steering coefficient and the learning rate) take a few CPU
 minutes at the tuning seed, more than the chapter's budget, so ``python -m
 iclr25.interventions.unlearn_runs`` runs them and writes
 ``iclr25/interventions/results/unlearn-tuning.json`` (recipe, seed, torch version, every setting's forget accuracy
@@ -42,8 +42,15 @@ TUNE_SEED = 1000                 # the chapter's tune_seed at seed 0; evaluation
 FORGET_TARGET = 0.35             # forget accuracy (4-way multiple choice, chance 0.25) to reach
 N_FORGET, N_RETAIN, N_HOBBY = 120, 120, 120
 GRIDS = {
-    "GA": [dict(lr=lr, steps=st) for lr, st in itertools.product([3e-4, 1e-3, 3e-3, 1e-2], [10, 30, 60, 120])],
-    "GD": [dict(lr=lr, steps=st, rw=rw) for lr, st, rw in itertools.product([1e-3, 3e-3, 1e-2, 3e-2], [20, 60], [1.0, 3.0, 10.0])],
+    # a coarse product, then a finer product around where the forget accuracy first reaches the target
+    "GA": [dict(lr=lr, steps=st) for lr, st in itertools.product([3e-4, 1e-3, 3e-3, 1e-2], [10, 30, 60, 120])]
+    + [dict(lr=lr, steps=st) for lr, st in itertools.product([5e-4, 1e-3, 2e-3], [40, 50, 80])
+       if (lr, st) != (1e-3, 60)],
+    "GD": [dict(lr=lr, steps=st, rw=rw) for lr, st, rw in itertools.product([1e-3, 3e-3, 1e-2, 3e-2], [20, 60], [1.0, 3.0, 10.0])]
+    + [dict(lr=lr, steps=st, rw=1.0) for lr, st in itertools.product([1e-3, 1.5e-3, 2e-3, 3e-3], [40, 60, 80, 100, 120])
+       if st != 60 or lr not in (1e-3, 3e-3)]
+    + [dict(lr=lr, steps=st, rw=1.0) for lr, st in [(5e-4, 120), (5e-4, 160), (7e-4, 120), (7e-4, 160), (1e-3, 160)]]
+    + [dict(lr=1e-3, steps=120, rw=0.3)],
     "RMU": [dict(layer=l, c=c, lr=lr, alpha=10.0, steps=60)
             for l, c, lr in itertools.product([0, 1], [100.0, 200.0, 400.0, 800.0], [3e-2, 6e-2, 1.2e-1])],
 }
@@ -118,6 +125,85 @@ def interior(name: str, hp: dict) -> dict[str, str]:
     return out
 
 
+PAIRS_FILE = Path(__file__).resolve().parent / "results" / "unlearn-pairs.json"
+PAIR_SEEDS = 4                   # evaluation seeds 0 .. PAIR_SEEDS - 1
+U_COMPS = ("wanda", "rtn")
+STAR = {"wanda": 0.5, "rtn": 3}  # the chapter's matched strengths (the chapter checks them)
+
+
+def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: dict, alone=None) -> list[dict]:
+    """Seed ``s``'s compositions of unlearner ``name`` (settings ``hp``): unlearn → compress against
+    compress → unlearn → compress (forget accuracy) for each of :data:`U_COMPS` at ``star``, and
+    MEMIT → unlearn against unlearn → MEMIT (edit success). ``alone``: the unlearned model, if at hand."""
+    from iclr25.interventions import sweep_runs
+    from iclr25.interventions.compose import compressor
+    from iclr25.interventions.metrics import edit_metrics
+    from iclr25.lm import edit_split
+
+    device = next(base.parameters()).device
+    d = unlearning_data(world, s)
+    U = make_unlearner(name, hp, d, s)
+    ua = alone if alone is not None else compose(base, [U])
+    ids, mask = sweep_runs.calibration(world, s, device)
+    fa = forget_accuracy(ua, world, d.hazard)
+    rows = []
+    for c in U_COMPS:
+        C = compressor(c, star[c], ids, calib_mask=ids != world.vocab.pad_id)
+        a, b = compose(ua, [C]), compose(base, [C, U])
+        rows.append(dict(A=name, B=c, seed=s, metric="forget", alone=fa,
+                         first=forget_accuracy(a, world, d.hazard), second=forget_accuracy(b, world, d.hazard)))
+    split = edit_split(world, sweep_runs.N_EDITS, s)
+    E = sweep_runs.editor("MEMIT", world.vocab, split, ids, mask, memit_hp)
+    eu, ue = compose(base, [E, U]), compose(ua, [E])
+    rows.append(dict(A="MEMIT", B=name, seed=s, metric="edit",
+                     alone=edit_metrics(compose(base, [E]), base, world, split)["success"],
+                     first=edit_metrics(eu, base, world, split)["success"],
+                     second=edit_metrics(ue, base, world, split)["success"]))
+    return [{k: (float(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+
+
+def tuned_ok(runs: dict, name: str, tol: float = 1e-6) -> bool:
+    """Whether ``name``'s chosen setting meets both targets at the tuning seed (forget accuracy and
+    at most 0.1 of the held-out hobby accuracy lost)."""
+    best = choose(runs["results"][name])
+    return bool(best["forget"] <= FORGET_TARGET + tol and runs["results"]["base"]["hobby"] - best["hobby"] <= 0.1 + tol)
+
+
+def load_pairs() -> dict:
+    """The committed unlearning compositions, digest checked."""
+    runs = json.loads(PAIRS_FILE.read_text())
+    if json_sha256(runs["rows"]) != runs["rows_sha256"]:
+        raise ValueError(f"{PAIRS_FILE.name}: rows do not match their sha256; re-run `{SCRIPT} --pairs`")
+    return runs
+
+
+def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
+    """The compositions of every unlearner whose chosen setting meets its targets at the tuning seed,
+    on seeds ``0 .. n_seeds - 1``, written to :data:`PAIRS_FILE`."""
+    from iclr25.common import start
+    from iclr25.interventions import sweep_runs
+    from iclr25.lm import load_world_lm
+
+    device = start("full", 0, threads=1)
+    base, world = load_world_lm("base", device=device)
+    runs = load_runs()
+    names = [u for u in GRIDS if tuned_ok(runs, u)]
+    hps = {u: choose(runs["results"][u])["hp"] for u in names}
+    memit_hp = sweep_runs.RECIPE["edit_choice"]["MEMIT"]
+    t0 = time.process_time()
+    rows = []
+    for u in names:
+        for s in range(n_seeds):
+            rows += seed_pairs(base, world, u, hps[u], s, STAR, memit_hp)
+            print(f"{u} seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
+    out = {"recipe": {"unlearners": hps, "seeds": list(range(n_seeds)), "star": STAR, "memit": memit_hp,
+                      "compressors": list(U_COMPS), "grid_sha256": runs["results_sha256"], "threads": 1,
+                      "torch": torch.__version__, "script": SCRIPT + " --pairs", "cpu_s": round(time.process_time() - t0, 1)},
+           "rows": rows, "rows_sha256": json_sha256(rows)}
+    PAIRS_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
+    print(f"wrote {PAIRS_FILE} ({PAIRS_FILE.stat().st_size / 1e3:.1f} kB)")
+
+
 def load_runs() -> dict:
     """The committed tuning results, digest checked."""
     runs = json.loads(RUNS_FILE.read_text())
@@ -160,4 +246,7 @@ def main(fresh: bool = False) -> None:
 
 if __name__ == "__main__":
     import sys
-    main(fresh="--fresh" in sys.argv)
+    if "--pairs" in sys.argv:
+        main_pairs()
+    else:
+        main(fresh="--fresh" in sys.argv)
