@@ -349,13 +349,13 @@ def test_fit_stops_on_patience():
 def test_committed_runs_load_and_match_their_record():
     """The committed weights have the recorded sha256, fit the chapter's 2.4 MB share, cover every
     evaluation run, and reproduce the recorded best validation MSE."""
-    from iclr25.snn.runs import MANIFEST, NPZ, key, load_model, load_runs, synthetic_data
+    from iclr25.snn.runs import MANIFEST, NPZ, forecast_data, key, load_model, load_runs
 
     assert NPZ.stat().st_size + MANIFEST.stat().st_size < 2_400_000
     manifest, weights = load_runs()
     ev = [x for x in manifest["runs"] if x["role"] == "eval"]
     assert {key(x["name"], x["seed"], x["missing"]) for x in ev} == set(weights)
-    data = synthetic_data(manifest["recipe"])
+    data = forecast_data(manifest["recipe"])
     x = next(x for x in ev if x["name"] == "TS-LIF" and x["missing"] == 0)
     model = load_model("TS-LIF", x["seed"], weights)
     val = float(torch.mean((predict(model, data["Xva"], seed=x["seed"] + 1) - data["Yva"]) ** 2))
