@@ -349,13 +349,13 @@ def test_fit_stops_on_patience():
 def test_committed_runs_load_and_match_their_record():
     """The committed weights have the recorded sha256, fit the chapter's 2.4 MB share, cover every
     evaluation run, and reproduce the recorded best validation MSE."""
-    from iclr25.snn.runs import MANIFEST, NPZ, key, load_model, load_runs, synthetic_data
+    from iclr25.snn.runs import MANIFEST, NPZ, forecast_data, key, load_model, load_runs
 
     assert NPZ.stat().st_size + MANIFEST.stat().st_size < 2_400_000
     manifest, weights = load_runs()
     ev = [x for x in manifest["runs"] if x["role"] == "eval"]
     assert {key(x["name"], x["seed"], x["missing"]) for x in ev} == set(weights)
-    data = synthetic_data(manifest["recipe"])
+    data = forecast_data(manifest["recipe"])
     x = next(x for x in ev if x["name"] == "TS-LIF" and x["missing"] == 0)
     model = load_model("TS-LIF", x["seed"], weights)
     val = float(torch.mean((predict(model, data["Xva"], seed=x["seed"] + 1) - data["Yva"]) ** 2))
@@ -391,3 +391,15 @@ def test_committed_record_is_complete_and_on_a_plateau():
         assert sorted(x["seed"] for x in ev if x["name"] == m and x["missing"] == r["missing"]) == sorted(r["eval_seeds"])
     assert all(x["lr"] == best[x["name"]] for x in ev)
     assert all(x["epochs_run"] - 1 - x["best_epoch"] >= r["patience"] for x in runs)
+
+
+def test_deadline_after_rolls_over_midnight():
+    """``--until=HH:MM`` means the next time the UTC clock reads HH:MM: after midnight, not at once."""
+    from iclr25.snn.runs import deadline_after
+
+    day = 20000 * 86400.0                                    # a UTC midnight
+    late = day + 23 * 3600 + 50 * 60                         # 23:50
+    assert deadline_after("00:25", late) == day + 86400 + 25 * 60       # tomorrow's 00:25, 35 minutes on
+    assert deadline_after("23:55", late) == day + 23 * 3600 + 55 * 60   # later today
+    assert deadline_after("23:50", late + 30) == late                   # this very minute: due now
+    assert deadline_after("23:49", late) == day + 86400 + 23 * 3600 + 49 * 60
