@@ -319,8 +319,11 @@ def test_weak_feedback_committed_students_consistent():
     import iclr25.align.weak_feedback as WF
 
     r, g = WF.load_students(), WF.load_runs()
-    assert [row["seed"] for row in r["students"]] == list(WF.EVAL_SEEDS)
+    assert [row["seed"] for row in r["students"]] == list(WF.STUDENT_EVAL_SEEDS)
+    assert not set(WF.STUDENT_EVAL_SEEDS) & set(WF.STUDENT_TUNING_SEEDS)
     assert r["recipe"]["conditions"] == list(WF.STUDENT_CONDS) and r["recipe"]["chosen"] == g["student_chosen"]
+    assert r["recipe"]["grid_sha256"] == g["sha256"], "the students were run on another grid record"
+    assert set(r["recipe"]["code_sha256"]) == {"weak_feedback.py", "dpo.py"}
     for row in r["students"]:
         assert set(row) == {"seed", "SFT", *WF.STUDENT_CONDS}
 
@@ -365,6 +368,7 @@ def test_weak_feedback_committed_sweep_has_same_mode_and_students_strict():
             r = row[c]
             assert 0 <= r["offsupport"] <= 1 and -2.5 <= r["sampled_strict"] <= 2
             assert len(r["examples"]) == WF.N_EXAMPLES * len(WF.KINDS)
+            assert 0 <= r["bios_F_named"] <= r["bios_F"] <= sum(r["modes"]["F"].values())
             assert r["offsupport"] > 0 or abs(r["sampled_strict"] - r["sampled"]) < 1e-12
 
 
@@ -375,3 +379,20 @@ def test_strict_score_penalises_without_clipping():
     ok = np.array([True, True, False, False, False])
     r = np.array([-1.5, 2.0, 2.0, -0.3, -1.5])
     assert np.array_equal(WF.strict_score(ok, r), [-1.5, 2.0, -1.0, -1.0, -1.5])
+
+
+def test_bio_naming_counts_only_biographies_of_the_asked_person():
+    """A biography counts as naming the person iff it starts with the prompt's person; refusals and
+    answers to other kinds are not biographies."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.lm.world import REFUSAL
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 4)
+    f = next(p for p in d.pool if p.kind == "F" and p.y1[1:3] == ("lives", "in"))
+    b = next(p for p in d.pool if p.kind == "B")
+    other = next(x for x in world.persons if x != f.entity)
+    wrong = (other, *f.y1[1:])
+    assert WF.bio_naming(world, [f.prompt], [f.y1]) == (1, 1)
+    assert WF.bio_naming(world, [f.prompt, f.prompt], [wrong, REFUSAL]) == (1, 0)
+    assert WF.bio_naming(world, [b.prompt, f.prompt, f.prompt], [b.y1, f.y1, wrong]) == (2, 1)
