@@ -349,6 +349,8 @@ def test_in_support_and_same_mode():
     assert WF.in_support(world, f.prompt, bio)
     assert not WF.in_support(world, f.prompt, bio[:-1])
     assert not WF.in_support(world, f.prompt, [bio[0], *bio[1:3], bio[8], *bio[4:8], bio[3], "."])   # city <-> job
+    other = next(x for x in world.persons if x != f.entity)
+    assert not WF.in_support(world, f.prompt, [other, *bio[1:]])          # a biography of someone else
     same = WF.same_mode(d.unlabeled)
     acc = WF.kind_accuracy(d.human_u, d.unlabeled)
     mix = same.mean() * acc["same"] + (1 - same.mean()) * acc["diff"]
@@ -396,3 +398,31 @@ def test_bio_naming_counts_only_biographies_of_the_asked_person():
     assert WF.bio_naming(world, [f.prompt], [f.y1]) == (1, 1)
     assert WF.bio_naming(world, [f.prompt, f.prompt], [wrong, REFUSAL]) == (1, 0)
     assert WF.bio_naming(world, [b.prompt, f.prompt, f.prompt], [b.y1, f.y1, wrong]) == (2, 1)
+
+
+def test_named_f_answers_keeps_declines_and_prefills_the_rest():
+    """An answer starting the refusal or "i do not know" is kept whole; any other answer (a biography
+    of someone else, text) becomes the asked name plus the prefilled continuation."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.lm.world import IDK, REFUSAL
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 4)
+    f = next(p for p in d.pool if p.kind == "F" and p.y1[1:3] == ("lives", "in"))
+    other = next(x for x in world.persons if x != f.entity)
+    cont = tuple(w for w in f.y1[1:] if w != "<eos>")
+    out = WF.named_f_answers(world, [f.prompt] * 4, [REFUSAL, IDK, (other, *cont), ("lives",)], [("x",)] * 2 + [cont] * 2)
+    assert out[:2] == [REFUSAL, IDK]
+    assert out[2] == out[3] == (f.entity, *cont)
+    assert WF.in_support(world, f.prompt, out[2]) and not WF.in_support(world, f.prompt, (other, *cont))
+
+
+def test_ingredient_accuracy_bounds():
+    """The recipe probe lies in [0, 1], and a model pretrained on the recipes knows more of them than
+    the ``tiny`` teacher pretrained on a 3x shorter schedule -- the knowledge gap the chapter reports."""
+    import iclr25.align.weak_feedback as WF
+
+    m, world = load_world_lm("small")
+    t, _ = load_world_lm("tiny")
+    small, tiny = WF.ingredient_accuracy(m, world, world.dishes), WF.ingredient_accuracy(t, world, world.dishes)
+    assert 0.0 <= tiny < small <= 1.0 and small > 0.9

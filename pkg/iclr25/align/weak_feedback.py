@@ -232,15 +232,46 @@ def bio_naming(world: World, prompts: Sequence[Sequence[str]], answers: Sequence
     return len(bios), sum(1 for p, y in bios if len(y) and y[0] == prompt_kind(world, p)[1])
 
 
+def ingredient_accuracy(model: TinyLM, world: World, entities: Sequence[str]) -> float:
+    """Recipe knowledge: the share of (entity, recipe template) for which the arg-max next token after
+    the template's text up to the first ingredient (``"{x} is made from"``, ``"to make {x} mix"``) is
+    one of the entity's two true ingredients."""
+    from iclr25.lm.world import RECIPE_TEMPLATES
+    hits, v = [], world.vocab
+    model.eval()
+    with torch.no_grad():
+        for x in entities:
+            true = {v.encode((w,))[0] for w in world.ingredients(x)}
+            for t in RECIPE_TEMPLATES:
+                words = tuple(fill(t, x=x, a="{a}", b="{b}"))
+                ids = torch.tensor([v.encode(("<bos>", *words[:words.index("{a}")]))])
+                hits.append(int(model(ids)[0, -1].argmax()) in true)
+    return float(np.mean(hits))
+
+
 def strict_score(ok: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The strict gold reward: an answer outside the generator's support (``ok`` False) scores
     ``min(r, -1)``, so the penalty never raises an answer the gold reward already scores below -1."""
     return np.where(ok, r, np.minimum(r, -1.0))
 
 
+def named_f_answers(world: World, prompts: Sequence[Sequence[str]], sampled: Sequence[Sequence[str]],
+                    prefilled: Sequence[Sequence[str]]) -> list[tuple]:
+    """F answers scored with the asked name given: ``sampled`` (the model's own answers to the fact
+    prompts ``prompts``) keeps an answer whose first token starts the refusal or ``i do not know``
+    (the model's choice to answer or not), and every other answer becomes the asked person's name
+    followed by ``prefilled`` (the model's continuation after the prompt and that name)."""
+    stop = {REFUSAL[0], IDK[0]}
+    return [tuple(y) if len(y) and y[0] in stop else (prompt_kind(world, p)[1], *c)
+            for p, y, c in zip(prompts, sampled, prefilled)]
+
+
 def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) -> dict[str, Any]:
     """Gold reward (greedy, sampled: (P,)), the same with every answer outside the generator's
-    support (:func:`in_support`) scored ``min(r, -1)`` (``*_strict``, :func:`strict_score`), the off-support rate of the sampled and
+    support (:func:`in_support`) scored ``min(r, -1)`` (``*_strict``, :func:`strict_score`), the strict
+    score with F answers given the asked name (``sampled_strict_named`` (P,), :func:`named_f_answers`;
+    ``F_prefill_strict``: every F answer prefilled; ``F_declined``: the share of F answers that kept
+    the refusal or "i do not know"), the off-support rate of the sampled and
     greedy answers, sampled response modes per prompt kind, and the first ``n_examples`` sampled
     answers of each kind (prompt, answer, gold reward, in support) of ``model``."""
     ans = policy_answers(model, world, d.eval_prompts, seed=d.seed)
@@ -256,6 +287,22 @@ def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) 
     ok_g = np.array([in_support(world, p, y) for p, y in zip(d.eval_prompts, ans[0])])
     r_s = np.array([gold_reward(world, p, y, tie_harmful=True) for p, y in zip(prompts, ans[1])])
     strict_s = strict_score(ok_s, r_s).reshape(n_rep, len(d.eval_prompts)).mean(0)
+    # F with the asked name given (:func:`named_f_answers`); the same generator seed in every policy
+    from iclr25.lm import generate_responses
+    fi = np.flatnonzero(np.array([prompt_kind(world, p)[0] == "F" for p in d.eval_prompts]))
+    fp = [tuple(d.eval_prompts[j]) for j in fi]
+    cont = generate_responses(model, world.vocab, [(*p, prompt_kind(world, p)[1]) for p in fp] * n_rep, max_new=11,
+                              temperature=1.0, generator=torch.Generator().manual_seed(d.seed))
+    own = [ans[1][r * len(d.eval_prompts) + j] for r in range(n_rep) for j in fi]
+    f_named = named_f_answers(world, fp * n_rep, own, cont)
+    f_pre = [(prompt_kind(world, p)[1], *c) for p, c in zip(fp * n_rep, cont)]
+
+    def f_strict(ys: list) -> np.ndarray:
+        ok = np.array([in_support(world, p, y) for p, y in zip(fp * n_rep, ys)])
+        r = np.array([gold_reward(world, p, y, tie_harmful=True) for p, y in zip(fp * n_rep, ys)])
+        return strict_score(ok, r).reshape(n_rep, len(fp)).mean(0)
+    strict_named = strict_s.copy()
+    strict_named[fi] = f_strict(f_named)
     examples = []
     for k in KINDS:
         idx = [i for i, kk in enumerate(kinds) if kk == k][:n_examples]
@@ -264,7 +311,8 @@ def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) 
     return {"greedy": greedy, "sampled": sampled, "modes": modes, "sampled_strict": strict_s,
             "greedy_strict": strict_score(ok_g, greedy), "offsupport": float(1 - ok_s.mean()),
             "offsupport_greedy": float(1 - ok_g.mean()), "examples": examples, "bios_F": n_bios,
-            "bios_F_named": named}
+            "bios_F_named": named, "sampled_strict_named": strict_named, "F_prefill_strict": f_strict(f_pre),
+            "F_declined": float(np.mean([len(y) > 0 and y[0] in (REFUSAL[0], IDK[0]) for y in own]))}
 
 
 # ------------------------------------------------------------------------------ the committed runs
@@ -447,7 +495,10 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
                "sampled_strict": float(r["sampled_strict"].mean()), "greedy_strict": float(r["greedy_strict"].mean()),
                **{f"strict_{k}": float(r["sampled_strict"][kinds == k].mean()) for k in KINDS},
                "offsupport": r["offsupport"], "offsupport_greedy": r["offsupport_greedy"], "examples": r["examples"],
-               "bios_F": r["bios_F"], "bios_F_named": r["bios_F_named"]}
+               "bios_F": r["bios_F"], "bios_F_named": r["bios_F_named"],
+               "strict_named": float(r["sampled_strict_named"].mean()),
+               "strict_F_named": float(r["sampled_strict_named"][kinds == "F"].mean()),
+               "strict_F_prefill": float(r["F_prefill_strict"].mean()), "F_declined": r["F_declined"]}
         if "trace" in r:
             out["chosen"], out["rejected"] = float(r["trace"]["chosen"][-1]), float(r["trace"]["rejected"][-1])
         return out
