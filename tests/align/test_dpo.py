@@ -319,8 +319,11 @@ def test_weak_feedback_committed_students_consistent():
     import iclr25.align.weak_feedback as WF
 
     r, g = WF.load_students(), WF.load_runs()
-    assert [row["seed"] for row in r["students"]] == list(WF.EVAL_SEEDS)
+    assert [row["seed"] for row in r["students"]] == list(WF.STUDENT_EVAL_SEEDS)
+    assert not set(WF.STUDENT_EVAL_SEEDS) & set(WF.STUDENT_TUNING_SEEDS)
     assert r["recipe"]["conditions"] == list(WF.STUDENT_CONDS) and r["recipe"]["chosen"] == g["student_chosen"]
+    assert r["recipe"]["grid_sha256"] == g["sha256"], "the students were run on another grid record"
+    assert set(r["recipe"]["code_sha256"]) == {"weak_feedback.py", "dpo.py"}
     for row in r["students"]:
         assert set(row) == {"seed", "SFT", *WF.STUDENT_CONDS}
 
@@ -346,6 +349,8 @@ def test_in_support_and_same_mode():
     assert WF.in_support(world, f.prompt, bio)
     assert not WF.in_support(world, f.prompt, bio[:-1])
     assert not WF.in_support(world, f.prompt, [bio[0], *bio[1:3], bio[8], *bio[4:8], bio[3], "."])   # city <-> job
+    other = next(x for x in world.persons if x != f.entity)
+    assert not WF.in_support(world, f.prompt, [other, *bio[1:]])          # a biography of someone else
     same = WF.same_mode(d.unlabeled)
     acc = WF.kind_accuracy(d.human_u, d.unlabeled)
     mix = same.mean() * acc["same"] + (1 - same.mean()) * acc["diff"]
@@ -365,6 +370,7 @@ def test_weak_feedback_committed_sweep_has_same_mode_and_students_strict():
             r = row[c]
             assert 0 <= r["offsupport"] <= 1 and -2.5 <= r["sampled_strict"] <= 2
             assert len(r["examples"]) == WF.N_EXAMPLES * len(WF.KINDS)
+            assert 0 <= r["bios_F_named"] <= r["bios_F"] <= sum(r["modes"]["F"].values())
             assert r["offsupport"] > 0 or abs(r["sampled_strict"] - r["sampled"]) < 1e-12
 
 
@@ -375,3 +381,48 @@ def test_strict_score_penalises_without_clipping():
     ok = np.array([True, True, False, False, False])
     r = np.array([-1.5, 2.0, 2.0, -0.3, -1.5])
     assert np.array_equal(WF.strict_score(ok, r), [-1.5, 2.0, -1.0, -1.0, -1.5])
+
+
+def test_bio_naming_counts_only_biographies_of_the_asked_person():
+    """A biography counts as naming the person iff it starts with the prompt's person; refusals and
+    answers to other kinds are not biographies."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.lm.world import REFUSAL
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 4)
+    f = next(p for p in d.pool if p.kind == "F" and p.y1[1:3] == ("lives", "in"))
+    b = next(p for p in d.pool if p.kind == "B")
+    other = next(x for x in world.persons if x != f.entity)
+    wrong = (other, *f.y1[1:])
+    assert WF.bio_naming(world, [f.prompt], [f.y1]) == (1, 1)
+    assert WF.bio_naming(world, [f.prompt, f.prompt], [wrong, REFUSAL]) == (1, 0)
+    assert WF.bio_naming(world, [b.prompt, f.prompt, f.prompt], [b.y1, f.y1, wrong]) == (2, 1)
+
+
+def test_named_f_answers_keeps_declines_and_prefills_the_rest():
+    """An answer starting the refusal or "i do not know" is kept whole; any other answer (a biography
+    of someone else, text) becomes the asked name plus the prefilled continuation."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.lm.world import IDK, REFUSAL
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 4)
+    f = next(p for p in d.pool if p.kind == "F" and p.y1[1:3] == ("lives", "in"))
+    other = next(x for x in world.persons if x != f.entity)
+    cont = tuple(w for w in f.y1[1:] if w != "<eos>")
+    out = WF.named_f_answers(world, [f.prompt] * 4, [REFUSAL, IDK, (other, *cont), ("lives",)], [("x",)] * 2 + [cont] * 2)
+    assert out[:2] == [REFUSAL, IDK]
+    assert out[2] == out[3] == (f.entity, *cont)
+    assert WF.in_support(world, f.prompt, out[2]) and not WF.in_support(world, f.prompt, (other, *cont))
+
+
+def test_ingredient_accuracy_bounds():
+    """The recipe probe lies in [0, 1], and a model pretrained on the recipes knows more of them than
+    the ``tiny`` teacher pretrained on a 3x shorter schedule -- the knowledge gap the chapter reports."""
+    import iclr25.align.weak_feedback as WF
+
+    m, world = load_world_lm("small")
+    t, _ = load_world_lm("tiny")
+    small, tiny = WF.ingredient_accuracy(m, world, world.dishes), WF.ingredient_accuracy(t, world, world.dishes)
+    assert 0.0 <= tiny < small <= 1.0 and small > 0.9

@@ -22,11 +22,12 @@ the human on same-mode pairs), and the student grid (beta x epochs per condition
 ``--part grid-cells --seeds S --conds C ... --out P.json`` per tuning seed and group of conditions
 (independent processes), then ``--part student-grid --merge P.json ...`` assembles them, runs the
 control and writes them into the record (``--part student-grid`` alone re-runs the whole grid).
-``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 5 minutes) writes
-``grids/weak_feedback_students.json``: the students of :data:`STUDENT_CONDS` on the evaluation seeds
+``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 8 minutes) writes
+``grids/weak_feedback_students.json``: the students of :data:`STUDENT_CONDS` on :data:`STUDENT_EVAL_SEEDS`
 with the grid's chosen hyper-parameters (:data:`OWN_CELL` for those not on the grid): gold reward
 plain and strict (:func:`strict_score`), per prompt kind, off-support rates, a few sample answers
-(``--part students --merge A.json B.json`` joins runs over disjoint seeds). The chapter reads both
+(``--part students --merge A.json B.json`` joins runs over disjoint seeds), the sha256 of the grid
+record whose choices it used and of the code that made it. The chapter reads both
 and re-runs parts live to show they match.
 """
 
@@ -46,7 +47,7 @@ import torch
 from iclr25.align.dpo import (Reference, calibrate_eps, human_labels, label_accuracy, make_reference, pair_logps,
                               policy_answers, policy_gold_reward, response_mode, systematic_labels, train_dpo,
                               weak_teacher_labels)
-from iclr25.common.digest import json_sha256
+from iclr25.common.digest import file_sha256, json_sha256
 from iclr25.lm import PreferencePair, TinyLM, World, load_world_lm, preference_split
 from iclr25.lm.world import (BENIGN_ANSWER, BIO_TEMPLATE, CITIES, FOOD_INGREDIENTS, HARMFUL_ANSWER, HAZARD_INGREDIENTS,
                              IDK, JOBS, REFUSAL, fill, gold_reward, prompt_kind, strip_eos)
@@ -71,6 +72,7 @@ TUNING_SEED = 0
 STUDENT_TUNING_SEEDS = (0, 9)   #: the student grid's seeds (none of them an evaluation seed)
 GRID_CONDS = ("human", "weak-M", "rule", "gold")   #: the conditions tuned on the student grid
 EVAL_SEEDS = tuple(range(1, 9))
+STUDENT_EVAL_SEEDS = (*EVAL_SEEDS, *range(10, 18))   #: the student level's evaluation seeds (9 is a tuning seed)
 KINDS = ("F", "B", "H")
 MODES = ("refusal", "idk", "harmful", "answer")
 
@@ -222,15 +224,54 @@ def in_support(world: World, prompt: Sequence[str], response: Sequence[str]) -> 
     return all(w in slots[v] for w, v in zip(vals, [v for v in t if v in slots])) and len(set(vals)) == len(vals)
 
 
+def bio_naming(world: World, prompts: Sequence[Sequence[str]], answers: Sequence[Sequence[str]]) -> tuple[int, int]:
+    """(biographies, biographies that name the person asked about): among the answers to fact (F)
+    prompts in the ``answer`` mode, how many there are and how many start with the prompt's person."""
+    bios = [(p, y) for p, y in zip(prompts, answers)
+            if prompt_kind(world, p)[0] == "F" and response_mode(y) == "answer"]
+    return len(bios), sum(1 for p, y in bios if len(y) and y[0] == prompt_kind(world, p)[1])
+
+
+def ingredient_accuracy(model: TinyLM, world: World, entities: Sequence[str]) -> float:
+    """Recipe knowledge: the share of (entity, recipe template) for which the arg-max next token after
+    the template's text up to the first ingredient (``"{x} is made from"``, ``"to make {x} mix"``) is
+    one of the entity's two true ingredients."""
+    from iclr25.lm.world import RECIPE_TEMPLATES
+    hits, v = [], world.vocab
+    model.eval()
+    with torch.no_grad():
+        for x in entities:
+            true = {v.encode((w,))[0] for w in world.ingredients(x)}
+            for t in RECIPE_TEMPLATES:
+                words = tuple(fill(t, x=x, a="{a}", b="{b}"))
+                ids = torch.tensor([v.encode(("<bos>", *words[:words.index("{a}")]))])
+                hits.append(int(model(ids)[0, -1].argmax()) in true)
+    return float(np.mean(hits))
+
+
 def strict_score(ok: np.ndarray, r: np.ndarray) -> np.ndarray:
     """The strict gold reward: an answer outside the generator's support (``ok`` False) scores
     ``min(r, -1)``, so the penalty never raises an answer the gold reward already scores below -1."""
     return np.where(ok, r, np.minimum(r, -1.0))
 
 
+def named_f_answers(world: World, prompts: Sequence[Sequence[str]], sampled: Sequence[Sequence[str]],
+                    prefilled: Sequence[Sequence[str]]) -> list[tuple]:
+    """F answers scored with the asked name given: ``sampled`` (the model's own answers to the fact
+    prompts ``prompts``) keeps an answer whose first token starts the refusal or ``i do not know``
+    (the model's choice to answer or not), and every other answer becomes the asked person's name
+    followed by ``prefilled`` (the model's continuation after the prompt and that name)."""
+    stop = {REFUSAL[0], IDK[0]}
+    return [tuple(y) if len(y) and y[0] in stop else (prompt_kind(world, p)[1], *c)
+            for p, y, c in zip(prompts, sampled, prefilled)]
+
+
 def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) -> dict[str, Any]:
     """Gold reward (greedy, sampled: (P,)), the same with every answer outside the generator's
-    support (:func:`in_support`) scored ``min(r, -1)`` (``*_strict``, :func:`strict_score`), the off-support rate of the sampled and
+    support (:func:`in_support`) scored ``min(r, -1)`` (``*_strict``, :func:`strict_score`), the strict
+    score with F answers given the asked name (``sampled_strict_named`` (P,), :func:`named_f_answers`;
+    ``F_prefill_strict``: every F answer prefilled; ``F_declined``: the share of F answers that kept
+    the refusal or "i do not know"), the off-support rate of the sampled and
     greedy answers, sampled response modes per prompt kind, and the first ``n_examples`` sampled
     answers of each kind (prompt, answer, gold reward, in support) of ``model``."""
     ans = policy_answers(model, world, d.eval_prompts, seed=d.seed)
@@ -241,10 +282,27 @@ def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) 
     modes = {k: {m: 0 for m in MODES} for k in KINDS}
     for k, y in zip(kinds, ans[1]):
         modes[k][response_mode(y)] += 1
+    n_bios, named = bio_naming(world, prompts, ans[1])
     ok_s = np.array([in_support(world, p, y) for p, y in zip(prompts, ans[1])])
     ok_g = np.array([in_support(world, p, y) for p, y in zip(d.eval_prompts, ans[0])])
     r_s = np.array([gold_reward(world, p, y, tie_harmful=True) for p, y in zip(prompts, ans[1])])
     strict_s = strict_score(ok_s, r_s).reshape(n_rep, len(d.eval_prompts)).mean(0)
+    # F with the asked name given (:func:`named_f_answers`); the same generator seed in every policy
+    from iclr25.lm import generate_responses
+    fi = np.flatnonzero(np.array([prompt_kind(world, p)[0] == "F" for p in d.eval_prompts]))
+    fp = [tuple(d.eval_prompts[j]) for j in fi]
+    cont = generate_responses(model, world.vocab, [(*p, prompt_kind(world, p)[1]) for p in fp] * n_rep, max_new=11,
+                              temperature=1.0, generator=torch.Generator().manual_seed(d.seed))
+    own = [ans[1][r * len(d.eval_prompts) + j] for r in range(n_rep) for j in fi]
+    f_named = named_f_answers(world, fp * n_rep, own, cont)
+    f_pre = [(prompt_kind(world, p)[1], *c) for p, c in zip(fp * n_rep, cont)]
+
+    def f_strict(ys: list) -> np.ndarray:
+        ok = np.array([in_support(world, p, y) for p, y in zip(fp * n_rep, ys)])
+        r = np.array([gold_reward(world, p, y, tie_harmful=True) for p, y in zip(fp * n_rep, ys)])
+        return strict_score(ok, r).reshape(n_rep, len(fp)).mean(0)
+    strict_named = strict_s.copy()
+    strict_named[fi] = f_strict(f_named)
     examples = []
     for k in KINDS:
         idx = [i for i, kk in enumerate(kinds) if kk == k][:n_examples]
@@ -252,7 +310,9 @@ def answer_stats(model: TinyLM, world: World, d: SeedData, n_examples: int = 0) 
                       "gold": float(r_s[i]), "in_support": bool(ok_s[i])} for i in idx]
     return {"greedy": greedy, "sampled": sampled, "modes": modes, "sampled_strict": strict_s,
             "greedy_strict": strict_score(ok_g, greedy), "offsupport": float(1 - ok_s.mean()),
-            "offsupport_greedy": float(1 - ok_g.mean()), "examples": examples}
+            "offsupport_greedy": float(1 - ok_g.mean()), "examples": examples, "bios_F": n_bios,
+            "bios_F_named": named, "sampled_strict_named": strict_named, "F_prefill_strict": f_strict(f_pre),
+            "F_declined": float(np.mean([len(y) > 0 and y[0] in (REFUSAL[0], IDK[0]) for y in own]))}
 
 
 # ------------------------------------------------------------------------------ the committed runs
@@ -434,7 +494,11 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
                **{f"sampled_{k}": float(r["sampled"][kinds == k].mean()) for k in KINDS}, "modes": r["modes"],
                "sampled_strict": float(r["sampled_strict"].mean()), "greedy_strict": float(r["greedy_strict"].mean()),
                **{f"strict_{k}": float(r["sampled_strict"][kinds == k].mean()) for k in KINDS},
-               "offsupport": r["offsupport"], "offsupport_greedy": r["offsupport_greedy"], "examples": r["examples"]}
+               "offsupport": r["offsupport"], "offsupport_greedy": r["offsupport_greedy"], "examples": r["examples"],
+               "bios_F": r["bios_F"], "bios_F_named": r["bios_F_named"],
+               "strict_named": float(r["sampled_strict_named"].mean()),
+               "strict_F_named": float(r["sampled_strict_named"][kinds == "F"].mean()),
+               "strict_F_prefill": float(r["F_prefill_strict"].mean()), "F_declined": r["F_declined"]}
         if "trace" in r:
             out["chosen"], out["rejected"] = float(r["trace"]["chosen"][-1]), float(r["trace"]["rejected"][-1])
         return out
@@ -447,7 +511,13 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
     return row
 
 
-def student_runs(seeds: Sequence[int] = EVAL_SEEDS, n_student: int = N_STUDENT, out: Path | None = STUDENT_FILE,
+def code_sha256() -> dict[str, str]:
+    """The sha256 of the files whose code makes the committed student runs."""
+    here = Path(__file__).parent
+    return {f: file_sha256(here / f) for f in ("weak_feedback.py", "dpo.py")}
+
+
+def student_runs(seeds: Sequence[int] = STUDENT_EVAL_SEEDS, n_student: int = N_STUDENT, out: Path | None = STUDENT_FILE,
                  verbose: bool = True) -> dict[str, Any]:
     """The committed student level over ``seeds`` (``python -m iclr25.align.weak_feedback --part students``)."""
     torch.set_num_threads(1)
@@ -462,7 +532,8 @@ def student_runs(seeds: Sequence[int] = EVAL_SEEDS, n_student: int = N_STUDENT, 
             print("student seed", s, {c: round(rows[-1][c]["sampled"], 3) for c in ("SFT", *STUDENT_CONDS)},
                   round(time.process_time() - t0), flush=True)
     res = {"recipe": {**recipe(seeds), "n_student": n_student, "conditions": list(STUDENT_CONDS),
-                      "chosen": runs["student_chosen"]}, "students": rows,
+                      "chosen": runs["student_chosen"], "grid_sha256": runs["sha256"], "code_sha256": code_sha256()},
+           "students": rows,
            "cpu_s": round(time.process_time() - t0, 1)}
     res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
     if out is not None:
@@ -545,10 +616,13 @@ def main() -> None:
     ap.add_argument("--part", choices=["pilot", "sweep", "student", "student-grid", "grid-cells", "grid-plain", "students"])
     ap.add_argument("--conds", nargs="*", default=list(GRID_CONDS))
     ap.add_argument("--n-student", type=int, default=N_STUDENT)
-    ap.add_argument("--seeds", type=int, nargs="*", default=list(EVAL_SEEDS))
+    ap.add_argument("--seeds", type=int, nargs="*", help="evaluation seeds (default: EVAL_SEEDS; students: "
+                    "STUDENT_EVAL_SEEDS; grid-cells: the first is the tuning seed)")
     ap.add_argument("--epochs", type=float, nargs=2)
     ap.add_argument("--merge", type=Path, nargs="*")
     args = ap.parse_args()
+    if args.seeds is None:
+        args.seeds = list(STUDENT_EVAL_SEEDS if args.part == "students" else EVAL_SEEDS)
     if args.part == "grid-cells":   # one tuning seed (the first of --seeds) and some conditions, into --out
         torch.set_num_threads(1)
         t0 = time.process_time()
