@@ -362,7 +362,7 @@ def test_committed_runs_load_and_match_their_record():
     assert val == pytest.approx(x["val_mse"][x["best_epoch"]], rel=1e-3)
 
 
-def test_committed_record_is_complete_and_on_a_plateau():
+def test_committed_record_is_complete_and_stopped_by_patience():
     """Every planned evaluation run is in the record, trained at its model's tuned rate, and stopped by
     the patience (not the epoch cap); every tuned rate is interior to its (widened) grid or at the
     ladder's end; each evaluation run has one recorded entry."""
