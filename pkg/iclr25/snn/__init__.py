@@ -19,11 +19,11 @@ from .dynamics import (TwoCompartmentParams, band_ratio, frequency_response, jur
 from .forecast import (FitResult, SpikeEncoder, SpikeForecaster, SpikingGates, drop_inputs, fit,
                        instance_normalize, predict, ridge_forecaster, seasonal_naive)
 from .metrics import r2_score, rse
-from .neurons import LIF, PLIF, TCLIF, TSLIF, GainLIF, Neuron, TwoCompartment
+from .neurons import LIF, PLIF, TCLIF, TSLIF, GainLIF, Memoryless, Neuron, TwoCompartment
 from .surrogate import ALPHA, atan_smooth_step, atan_spike, atan_surrogate_grad
 
 __all__ = [
-    "ALPHA", "LIF", "PLIF", "TCLIF", "TSLIF", "FitResult", "GainLIF", "Neuron", "SpikeEncoder",
+    "ALPHA", "LIF", "PLIF", "TCLIF", "TSLIF", "FitResult", "GainLIF", "Memoryless", "Neuron", "SpikeEncoder",
     "SpikeForecaster", "SpikingGates", "TwoCompartment", "TwoCompartmentParams", "atan_smooth_step",
     "atan_spike", "atan_surrogate_grad", "band_ratio", "chronological_split", "drop_inputs", "fit",
     "frequency_response", "instance_normalize", "jury_stable", "lif_frequency_response", 

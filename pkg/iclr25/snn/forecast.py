@@ -41,7 +41,7 @@ def instance_normalize(x: Tensor, eps: float = EPS) -> tuple[Tensor, Tensor, Ten
 
 
 def drop_inputs(z: Tensor, ratio: float, generator: torch.Generator) -> Tensor:
-    """Set ``round(ratio * z.numel())`` entries of ``z``, chosen uniformly without replacement, to 0.
+    """Set ``int(ratio * z.numel())`` (truncated) entries of ``z``, chosen uniformly without replacement, to 0.
 
     Applied to normalised windows, a zero is the window's mean: the official code's
     ``introduce_missing_values``. ``generator`` is a CPU generator (the indices move to ``z``'s device).

@@ -305,3 +305,25 @@ class GainLIF(Neuron):
 
     def readout(self, spikes: State) -> Tensor:
         return self.kappa * spikes[0]
+
+
+class Memoryless(Neuron):
+    """The control with the neuron removed: no membrane, no state; each step passes its input
+    current through (``S[t] = I[t]``) and the output is ``kappa * I[t]`` (per neuron, ``randn`` init).
+
+    The forecaster built on it keeps the encoder, the spiking gates and the head, so it is the
+    competence bar for any comparison *between neurons*: a neuron whose memory does something
+    beats it.
+    """
+
+    compartments: tuple[str, ...] = ()
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.kappa = nn.Parameter(torch.randn(hidden))
+
+    def step(self, drive: State, state: State) -> tuple[State, State, State]:
+        return state, (drive[0],), ()
+
+    def readout(self, spikes: State) -> Tensor:
+        return self.kappa * spikes[0]

@@ -34,11 +34,12 @@ from iclr25.common.digest import check_sha256, file_sha256
 
 from .data import chronological_split, make_windows, standardize, synthetic_multiscale, vic_elec
 from .forecast import SpikeForecaster, fit
-from .neurons import LIF, PLIF, TCLIF, TSLIF, GainLIF, TwoCompartment
+from .neurons import LIF, PLIF, TCLIF, TSLIF, GainLIF, Memoryless, TwoCompartment
 
 WEIGHTS = Path(__file__).parent / "weights"
 NPZ, MANIFEST = WEIGHTS / "ts-lif-runs.npz", WEIGHTS / "ts-lif-runs.json"
 REACH = WEIGHTS / "ts-lif-reach.json"
+ML_NPZ, ML_MANIFEST = WEIGHTS / "ts-lif-memoryless.npz", WEIGHTS / "ts-lif-memoryless.json"
 
 RECIPE = dict(
     # the paper's Electricity stand-in: Victoria's hourly demand (vic_elec), one channel; a window of two
@@ -59,6 +60,7 @@ NEURONS = {
     "LIF": lambda h: LIF(),
     "PLIF": lambda h: PLIF(),
     "gain-LIF": GainLIF,
+    "memoryless": Memoryless,                      # no neuron: O = kappa * I, the competence bar
     "TC-LIF": lambda h: TCLIF(h),                  # TS-LIF's two-train readout (equal readout bits)
     "TC-LIF 1-train": lambda h: TCLIF(),           # the paper's TC-LIF: the somatic spike train only
     "TS-LIF": TSLIF,
@@ -253,10 +255,60 @@ def reach() -> dict:  # pragma: no cover - a training run (about 4 CPU-minutes)
     return res
 
 
+def memoryless() -> dict:  # pragma: no cover - a training run (about 1 CPU-minute)
+    """The memoryless control trained with the recipe: its learning rate tuned on the tuning seeds
+    (the grid widened along the ladder until the optimum is interior), then the evaluation seeds, on
+    complete windows and with the recipe's missing inputs;
+    weights to :data:`ML_NPZ`, record (with the code's and the weights' sha256) to :data:`ML_MANIFEST`."""
+    r, data, t_start = RECIPE, forecast_data(), time.process_time()
+    runs, weights, grid, ladder = [], {}, list(r["lrs"]), r["lr_ladder"]
+    while True:
+        for lr in grid:
+            for s in r["tune_seeds"]:
+                if not any(x["lr"] == lr and x["seed"] == s for x in runs):
+                    _, rec = train("memoryless", lr, s, data)
+                    runs.append(dict(rec, role="tune"))
+        val = {lr: np.mean([min(x["val_mse"]) for x in runs if x["lr"] == lr]) for lr in grid}
+        b = min(grid, key=val.get)
+        i = ladder.index(b)
+        if b == grid[0] and i > 0:
+            grid.insert(0, ladder[i - 1])
+        elif b == grid[-1] and i < len(ladder) - 1:
+            grid.append(ladder[i + 1])
+        else:
+            break
+    for s in r["eval_seeds"]:
+        model, rec = train("memoryless", b, s, data)
+        runs.append(dict(rec, role="eval"))
+        weights[key("memoryless", s)] = flat(model)
+        print(f"{time.process_time() - t_start:6.0f}s memoryless lr {b:g} seed {s}: {rec['epochs_run']} epochs", flush=True)
+    for s in r["eval_seeds"]:                         # trained (and validated) with missing inputs, as the others
+        model, rec = train("memoryless", b, s, data, missing=r["missing"])
+        runs.append(dict(rec, role="eval"))
+        weights[key("memoryless", s, r["missing"])] = flat(model)
+    np.savez_compressed(ML_NPZ, **weights)
+    res = dict(recipe=r, lr=b, grid=grid, runs=runs, sha256=file_sha256(ML_NPZ), torch=torch.__version__,
+               code_sha256=file_sha256(Path(__file__)), cpu_s_total=time.process_time() - t_start)
+    ML_MANIFEST.write_text(json.dumps(res, separators=(",", ":")))
+    return res
+
+
+def load_memoryless() -> tuple[dict, dict[str, np.ndarray]]:
+    """The memoryless control's committed record and weights (sha256-checked)."""
+    manifest = json.loads(ML_MANIFEST.read_text())
+    check_sha256(ML_NPZ, manifest["sha256"])
+    with np.load(ML_NPZ) as z:
+        return manifest, {k: z[k] for k in z.files}
+
+
 def main() -> None:  # pragma: no cover - the training run itself (about 10 CPU-minutes)
     import sys
 
     torch.set_num_threads(1)
+    if "--memoryless" in sys.argv:
+        res = memoryless()
+        print(f"done: {res['cpu_s_total']:.0f} CPU-s, lr {res['lr']:g}")
+        return
     if "--reach" in sys.argv:
         res = reach()
         print(f"done: {res['cpu_s_total']:.0f} CPU-s, LIF leak by validation {res['beta_by_val']}")
