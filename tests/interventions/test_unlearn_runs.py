@@ -62,3 +62,33 @@ def test_tuned_ok_needs_both_targets():
     assert unlearn_runs.tuned_ok({"results": ok}, "X")
     assert not unlearn_runs.tuned_ok({"results": {"base": base, "X": [dict(hp={}, forget=0.3, hobby=0.4)]}}, "X")
     assert not unlearn_runs.tuned_ok({"results": {"base": base, "X": [dict(hp={}, forget=0.5, hobby=0.6)]}}, "X")
+
+
+def test_update_ratio_is_the_largest_relative_change_of_a_changed_matrix():
+    import copy
+
+    import torch
+    torch.manual_seed(0)
+    a = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    b = copy.deepcopy(a)
+    assert unlearn_runs.update_ratio(a, b) == 0.0
+    with torch.no_grad():
+        b[1].weight.mul_(1.5)          # ||1.5 W - W|| / ||W|| = 0.5
+        b[0].bias.add_(10.0)           # biases are not matrices
+    assert abs(unlearn_runs.update_ratio(a, b) - 0.5) < 1e-6
+
+
+def test_choose_with_a_cap_ignores_larger_updates():
+    rows = [dict(hp=1, forget=0.30, hobby=0.6, rel=1.2), dict(hp=2, forget=0.34, hobby=0.5, rel=0.6),
+            dict(hp=3, forget=0.5, hobby=0.6, rel=0.3)]
+    assert choose(rows)["hp"] == 1
+    assert choose(rows, cap=0.7)["hp"] == 2
+    assert choose(rows, cap=0.5)["hp"] == 3         # none within the cap reaches the target: the lowest forget
+
+
+def test_committed_capped_grid_matches_its_digest_and_recipe():
+    runs = unlearn_runs.load_capped()
+    assert runs["recipe"]["grid"] == json.loads(json.dumps(unlearn_runs.CAPPED_GRID))
+    assert [r["hp"] for r in runs["rows"]] == runs["recipe"]["grid"]
+    assert runs["recipe"]["rel_cap"] == unlearn_runs.REL_CAP
+    assert unlearn_runs.CAPPED_FILE.stat().st_size < 20_000

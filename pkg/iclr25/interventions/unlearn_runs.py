@@ -55,6 +55,20 @@ GRIDS = {
             for l, c, lr in itertools.product([0, 1], [100.0, 200.0, 400.0, 800.0], [3e-2, 6e-2, 1.2e-1])],
 }
 KNOBS = {"GA": ("lr", "steps"), "GD": ("lr", "steps", "rw"), "RMU": ("layer", "c", "lr")}
+# RMU with its update bounded like the edits': small learning rates (the paper's is 5e-5 over a few hundred steps;
+# with Adam each step moves a weight by about lr, so lr x steps sets the update's size), and a selection that accepts
+# only settings whose update is at most REL_CAP times the matrix (stated before the run: the editors' cap)
+CAPPED_KEY = "RMU capped"
+REL_CAP = 0.7                    # max over changed W of ||dW||_F / ||W||_F
+CAPPED_GRID = ([dict(layer=l, c=400.0, lr=lr, alpha=10.0, steps=st)
+                for l, lr, st in itertools.product([0, 1], [3e-4, 1e-3, 2e-3, 3e-3, 6e-3], [30, 60, 120])]
+               + [dict(layer=1, c=400.0, lr=lr, alpha=a, steps=60) for lr, a in itertools.product([1e-3, 2e-3, 3e-3], [3.0, 30.0])]
+               # refined where the forget accuracy approaches the target under the cap: smaller steps, more of them
+               + [dict(layer=1, c=400.0, lr=lr, alpha=10.0, steps=st) for lr, st in [(5e-4, 60), (5e-4, 120), (5e-4, 240), (3e-4, 240)]]
+               # the best within the cap sat at the smallest lr and the most steps: one step further, and a larger c there
+               + [dict(layer=1, c=400.0, lr=2e-4, alpha=10.0, steps=360), dict(layer=1, c=400.0, lr=1.5e-4, alpha=10.0, steps=480)]
+               + [dict(layer=1, c=800.0, lr=lr, alpha=10.0, steps=st) for lr, st in [(3e-4, 240), (5e-4, 120)]])
+KNOBS[CAPPED_KEY] = ("layer", "c", "lr", "steps", "alpha")
 
 
 def unlearning_data(world, s: int) -> SimpleNamespace:
@@ -100,12 +114,26 @@ def tune_run(base, world, name: str, hp: dict, s: int = TUNE_SEED) -> dict:
     """One setting on seed ``s``: forget accuracy and held-out hobby accuracy (also the base's)."""
     data = unlearning_data(world, s)
     m = compose(base, [make_unlearner(name, hp, data, s)])
-    return dict(forget=forget_accuracy(m, world, data.hazard), hobby=heldout_hobby(m, world, data.heldout_persons))
+    out = dict(forget=forget_accuracy(m, world, data.hazard), hobby=heldout_hobby(m, world, data.heldout_persons))
+    if name == "RMU":
+        out["rel"] = update_ratio(base, m)
+    return out
 
 
-def choose(rows: list[dict], target: float = FORGET_TARGET, tol: float = 1e-6) -> dict:
+def update_ratio(base, model) -> float:
+    """The largest ``||W' - W||_F / ||W||_F`` over the weight matrices that differ (0 if none)."""
+    with torch.no_grad():
+        rel = [float((p1 - p0).norm() / p0.norm()) for p0, p1 in zip(base.parameters(), model.parameters())
+               if p0.dim() == 2 and not torch.equal(p0, p1)]
+    return max(rel, default=0.0)
+
+
+def choose(rows: list[dict], target: float = FORGET_TARGET, tol: float = 1e-6, cap: float | None = None) -> dict:
     """The selection rule: among the settings that reach ``forget <= target``, the highest held-out
-    hobby accuracy (then the lower forget accuracy); if none does, the lowest forget accuracy."""
+    hobby accuracy (then the lower forget accuracy); if none does, the lowest forget accuracy. With a
+    ``cap``, only the settings whose update ratio ``rel`` is at most ``cap`` are considered."""
+    if cap is not None:
+        rows = [r for r in rows if r["rel"] <= cap + tol]
     ok = [r for r in rows if r["forget"] <= target + tol]
     if ok:
         return max(ok, key=lambda r: (r["hobby"], -r["forget"]))
@@ -116,8 +144,9 @@ def interior(name: str, hp: dict) -> dict[str, str]:
     """Where the chosen value of each knob sits in its grid: "interior", "low edge" or "high edge"
     (a knob with two values, like RMU's layer, is "both layers tried")."""
     out = {}
+    grid = CAPPED_GRID if name == CAPPED_KEY else GRIDS[name]
     for k in KNOBS[name]:
-        vals = sorted({g[k] for g in GRIDS[name]})
+        vals = sorted({g[k] for g in grid})
         if len(vals) < 3:
             out[k] = f"{len(vals)} values tried"
         else:
@@ -244,9 +273,49 @@ def main(fresh: bool = False) -> None:
     print(f"wrote {RUNS_FILE} ({RUNS_FILE.stat().st_size / 1e3:.1f} kB)")
 
 
+CAPPED_FILE = Path(__file__).resolve().parent / "results" / "unlearn-rmu-capped.json"
+
+
+def load_capped() -> dict:
+    """The committed capped-RMU grid, digest checked."""
+    runs = json.loads(CAPPED_FILE.read_text())
+    if json_sha256(runs["rows"]) != runs["rows_sha256"]:
+        raise ValueError(f"{CAPPED_FILE.name}: rows do not match their sha256; re-run `{SCRIPT} --capped`")
+    return runs
+
+
+def main_capped() -> None:
+    """Run :data:`CAPPED_GRID` at the tuning seed (settings already in the committed file are taken
+    from it: runs are deterministic) and write :data:`CAPPED_FILE` with each setting's update ratio."""
+    from iclr25.common import start
+    from iclr25.lm import load_world_lm
+
+    device = start("full", 0, threads=1)
+    base, world = load_world_lm("base", device=device)
+    old = load_capped() if CAPPED_FILE.exists() else dict(rows=[], recipe={})
+    done = {json.dumps(r["hp"], sort_keys=True): r for r in old["rows"]}
+    t0 = time.process_time()
+    rows = []
+    for hp in CAPPED_GRID:
+        prev = done.get(json.dumps(hp, sort_keys=True))
+        r = {k: v for k, v in prev.items() if k != "hp"} if prev else tune_run(base, world, "RMU", hp)
+        rows.append(dict(hp=hp, **r))
+        print(f"RMU {hp}: forget {r['forget']:.2f}, held-out hobby {r['hobby']:.3f}, update {r['rel']:.2f}x", flush=True)
+    cpu = round(time.process_time() - t0, 1)
+    out = {"recipe": {"tune_seed": TUNE_SEED, "grid": CAPPED_GRID, "rel_cap": REL_CAP, "forget_target": FORGET_TARGET,
+                      "selection": "forget <= target and rel <= rel_cap, then the highest held-out hobby",
+                      "threads": 1, "torch": torch.__version__, "script": SCRIPT + " --capped",
+                      "cpu_s_last_run": cpu, "cpu_s_total": round(old["recipe"].get("cpu_s_total", 0.0) + cpu, 1)},
+           "rows": rows, "rows_sha256": json_sha256(rows)}
+    CAPPED_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
+    print(f"wrote {CAPPED_FILE} ({CAPPED_FILE.stat().st_size / 1e3:.1f} kB)")
+
+
 if __name__ == "__main__":
     import sys
     if "--pairs" in sys.argv:
         main_pairs()
+    elif "--capped" in sys.argv:
+        main_capped()
     else:
         main(fresh="--fresh" in sys.argv)
