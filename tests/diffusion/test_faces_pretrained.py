@@ -38,8 +38,8 @@ def test_first_steps_of_every_stage_reproduce_the_recorded_losses(models):
     _, ll = fp.fit_lcm(models["teacher"], stop_after=2)
     np.testing.assert_allclose(ll, models["meta"]["lcm"]["losses"][:2], rtol=2e-3)
     for kind in fp.KINDS + fp.LATER_KINDS:
-        _, live = fp.fit_restorer(kind, models["teacher"], models["lcm"], stop_after=1)
-        np.testing.assert_allclose(live, models["meta"][kind]["losses"][:1], rtol=2e-3)
+        _, lr = fp.fit_restorer(kind, models["teacher"], models["lcm"], stop_after=1)
+        np.testing.assert_allclose(lr, models["meta"][kind]["losses"][:1], rtol=2e-3)
 
 
 def test_missing_or_stale_checkpoint_is_refused_naming_the_script(tmp_path, monkeypatch):
@@ -112,8 +112,8 @@ def test_diffusion_restorer_is_conditioned_on_the_precleaned_image(models):
 
 def test_diffusion_restorer_trains_at_its_own_rate_and_reproduces_its_first_steps(models):
     r = fp.RECIPE["restorer"]
-    _, live = fp.fit_restorer("diffusion", models["teacher"], models["lcm"], stop_after=4)
-    np.testing.assert_allclose(live, models["meta"]["diffusion"]["losses"][:4], rtol=2e-3)
+    _, lr = fp.fit_restorer("diffusion", models["teacher"], models["lcm"], stop_after=4)
+    np.testing.assert_allclose(lr, models["meta"]["diffusion"]["losses"][:4], rtol=2e-3)
     assert fp.stage_recipe("diffusion")["restorer"]["lr"] == fp.lr_for("diffusion")
     assert fp.stage_recipe("interlcm")["restorer"]["lr"] == r["lr"] and "lr_of" not in fp.stage_recipe("interlcm")["restorer"]
 
@@ -134,8 +134,8 @@ def test_second_cycle_resumed_from_the_first_is_the_run_without_a_break(models):
     first, lf = fp.fit_restorer("regression", models["teacher"], None, base, curve=first_curve)
     ck = {"state_dict": first.state_dict(), "meta": {"losses": lf, "curve": [c[:2] for c in first_curve],
                                                       "curve_cases": [c[2] for c in first_curve]}}
-    resumed, lr_losses = fp.fit_restorer("regression", models["teacher"], None, tiny, curve=resumed_curve, first=ck)
-    assert len(lw) == 12 and lr_losses == lw and lf == lw[:8]
+    resumed, lr = fp.fit_restorer("regression", models["teacher"], None, tiny, curve=resumed_curve, first=ck)
+    assert len(lw) == 12 and lr == lw and lf == lw[:8]
     assert [c[0] for c in whole_curve] == [0, 2, 4, 6] and [c[0] for c in resumed_curve] == [0, 2, 4, 6]
     np.testing.assert_allclose([c[1] for c in resumed_curve], [c[1] for c in whole_curve], atol=1e-6)
     for (k, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):

@@ -64,7 +64,7 @@ RECIPE = dict(res=16, channels=(16, 32), data="procedural", init_seed=0, data_se
               lcm=dict(steps=1200, batch_size=32, lr=1e-3, skip=20, ema=0.95),
               restorer=dict(steps=400, batch_size=16, lr=2e-3, warmup=20, eval_every=25, perceptual=1.0, start=1,
                             num_steps=4, n_val=20, passes=dict(interlcm=4, fromnoise=5, diffusion=1, regression=2),
-                            degradation=SEVERITY["train"], lr_of=dict(diffusion=1.6e-2),
+                            degradation=SEVERITY["train"], lr_of=dict(diffusion=1e-3),
                             more_of={"interlcm": 150, "fromnoise": 150, "regression": 150, "diffusion": 150,
                                      "interlcm-499": 150, "interlcm-259": 150},
                             more=dict(lr_frac=0.25, warmup=10, seed_offset=3)))
@@ -75,8 +75,8 @@ is one); the diffusion restorer and the regression U-Net get as many passes as I
 has the same schedule in passes: ``lr`` after a warm-up of ``warmup`` InterLCM-equivalent steps, cosine
 decay to 0 at the end; its validation PSNR (:func:`validation_psnr`) is logged every ``eval_every``
 InterLCM-equivalent steps (the curve the budget was chosen from). ``restorer.lr_of`` overrides ``lr`` per
-kind: the diffusion restorer's rate, the best of the grid :data:`M4_GRID` on the validation faces (the ``m4-grid``
-sub-command; its runs' curves are committed in ``weights/faces-diffusion-grid.json``). ``restorer.degradation`` records the
+kind: the diffusion restorer's rate, half of InterLCM's and not tuned (the ``m4-grid`` sub-command trains the grid
+:data:`M4_GRID`; no grid is committed). ``restorer.degradation`` records the
 training degradation ranges (:data:`~iclr25.diffusion.degrade.SEVERITY`), so restorers trained on other
 ranges are refused as stale.
 
@@ -87,7 +87,7 @@ the validation curve goes on every ``eval_every`` steps to ``steps + more_of[kin
 (:func:`budget_of`). The first cycle is exactly the run without it, so the script resumes from a committed file of
 the first cycle's recipe (:func:`base_recipe`) when one is there."""
 
-M4_GRID = (1e-3, 4e-3, 1.6e-2)
+M4_GRID = (3e-4, 1e-3, 4e-3)
 """The diffusion restorer's learning-rate grid for the ``m4-grid`` sub-command, each run
 with the same budget in passes and validation curve as the committed restorers; the rate kept in
 ``RECIPE["restorer"]["lr_of"]["diffusion"]`` is the one with the highest :func:`late_mean` of its curve."""
