@@ -86,7 +86,7 @@ def margin_pool(base, world):
 
 def margin_matched(pool, pool_margin, edit_margins, exclude):
     """Pool facts the base model knows (margin > 0), one per edit, nearest in margin (without
-    replacement), skipping the persons in ``exclude``; also the median |margin gap| of the match."""
+    replacement), skipping the persons in ``exclude``; also the median absolute margin gap of the match."""
     free = [i for i in np.argsort(pool_margin) if pool_margin[i] > 0 and pool[i].meta["subject"] not in exclude]
     out = []
     for mrg in edit_margins:
@@ -142,7 +142,7 @@ def load_runs() -> dict:
 
 
 def same_rows(a: list[dict], b: list[dict], tol: float = 1e-6) -> float:
-    """The largest |difference| of any metric between two lists of rows of the same seeds (inf if
+    """The largest absolute difference of any metric between two lists of rows of the same seeds (inf if
     the rows do not line up)."""
     if len(a) != len(b):
         return float("inf")
