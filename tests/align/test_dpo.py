@@ -280,7 +280,7 @@ def test_weak_feedback_committed_runs_consistent():
     r = WF.load_runs()
     assert r["recipe"]["sizes"] == list(WF.SIZES) and [row["seed"] for row in r["sweep"]] == list(WF.EVAL_SEEDS)
     for row in r["sweep"]:
-        assert set(row["teacher"]) == {f"{n}/{m}" for n in ("tiny", "small") for m in WF.SIZES}
+        assert set(row["teacher"]) == {f"{n}/{m}" for n in ("tiny", "small", "base") for m in WF.SIZES}
     for name, pilot in r["teacher_pilot"].items():
         assert r["teacher_epochs"][name] == float(max(pilot, key=pilot.get))
     assert set(r["student_grid"]) == set(WF.GRID_CONDS) == set(r["student_plain_dpo"])
@@ -288,9 +288,10 @@ def test_weak_feedback_committed_runs_consistent():
     assert not set(WF.STUDENT_TUNING_SEEDS) & set(WF.EVAL_SEEDS)
     for c, rows in r["student_grid"].items():
         assert len(rows) == len(WF.BETAS) * len(WF.EPOCHS)
-        best = max(rows, key=lambda g: g["strict"])
+        best = max(rows, key=lambda g: g["strict_named"])
         assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])
         assert all(abs(g["strict"] - np.mean(g["per_seed_strict"])) < 1e-12 for g in rows)
+        assert all(abs(g["strict_named"] - np.mean(g["per_seed_strict_named"])) < 1e-12 for g in rows)
 
 
 def test_rule_labels_learn_the_mode_order():
@@ -317,15 +318,41 @@ def test_weak_feedback_committed_students_consistent():
     """The committed student run loads (sha256 checked), covers the evaluation seeds and conditions, and
     used the grid's chosen hyper-parameters."""
     import iclr25.align.weak_feedback as WF
+    from iclr25.common.digest import json_sha256
 
     r, g = WF.load_students(), WF.load_runs()
     assert [row["seed"] for row in r["students"]] == list(WF.STUDENT_EVAL_SEEDS)
     assert not set(WF.STUDENT_EVAL_SEEDS) & set(WF.STUDENT_TUNING_SEEDS)
     assert r["recipe"]["conditions"] == list(WF.STUDENT_CONDS) and r["recipe"]["chosen"] == g["student_chosen"]
-    assert r["recipe"]["grid_sha256"] == g["sha256"], "the students were run on another grid record"
+    assert r["recipe"]["grid_inputs_sha256"] == json_sha256(WF.student_inputs(g)), "the students used other grid choices"
     assert set(r["recipe"]["code_sha256"]) == {"weak_feedback.py", "dpo.py"}
     for row in r["students"]:
         assert set(row) == {"seed", "SFT", *WF.STUDENT_CONDS}
+
+
+def test_corrupted_labels_accuracy_closed_form():
+    """Flipping each label with probability q turns accuracy a into a - q (2a - 1) (here 0.70 -> 0.62
+    at the margin-level student's rate); q = 0 changes nothing and q = 1 flips every label."""
+    import iclr25.align.weak_feedback as WF
+
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 2, 200_000)
+    lab = np.where(rng.random(len(gold)) < WF.TARGET, gold, 1 - gold)
+    q = WF.MARGIN_DROP / (2 * WF.TARGET - 1)
+    acc = (WF.corrupted_labels(lab, q, np.random.default_rng(1)) == gold).mean()
+    assert abs(acc - (WF.TARGET - WF.MARGIN_DROP)) < 0.005, acc
+    assert (WF.corrupted_labels(lab, 0.0, rng) == lab).all() and (WF.corrupted_labels(lab, 1.0, rng) == 1 - lab).all()
+
+
+def test_committed_rule_sweep():
+    """The committed rule accuracies cover the sweep seeds and equal the rule recomputed on one of them."""
+    import iclr25.align.weak_feedback as WF
+
+    g = WF.load_runs()
+    _, world = load_world_lm("tiny")
+    row = g["rule_sweep"][0]
+    live = WF.rule_sweep(world, [row["seed"]])[0]
+    assert live == row and [r["seed"] for r in g["rule_sweep"]] == [r["seed"] for r in g["sweep"]]
 
 
 def test_in_support_and_same_mode():

@@ -26,8 +26,8 @@ control and writes them into the record (``--part student-grid`` alone re-runs t
 ``grids/weak_feedback_students.json``: the students of :data:`STUDENT_CONDS` on :data:`STUDENT_EVAL_SEEDS`
 with the grid's chosen hyper-parameters (:data:`OWN_CELL` for those not on the grid): gold reward
 plain and strict (:func:`strict_score`), per prompt kind, off-support rates, a few sample answers
-(``--part students --merge A.json B.json`` joins runs over disjoint seeds), the sha256 of the grid
-record whose choices it used and of the code that made it. The chapter reads both
+(``--part students --merge A.json B.json`` joins runs over disjoint seeds), the sha256 of what it
+took from the grid record (:func:`student_inputs`) and of the code that made it. The chapter reads both
 and re-runs parts live to show they match.
 """
 
@@ -353,6 +353,59 @@ def size_sweep(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, 
     return sweep
 
 
+def base_teacher(pre: dict, world: World, seeds: Sequence[int], verbose: bool = True) -> dict[str, Any]:
+    """The third teacher, ``base`` (the student's checkpoint: twice ``small``'s parameters and the
+    same knowledge), for the size claim at equal knowledge: its pilot (epochs by the accuracy of its
+    labels of D_u on :data:`TUNING_SEED`, as :func:`teacher_pilot`) and its ``|D_l|`` sweep on
+    ``seeds`` (as :func:`size_sweep`), keyed ``base/{n}``."""
+    d0 = seed_data(world, TUNING_SEED)
+    ref = teacher_reference(pre["base"][0], world, d0)
+    pilot = {str(e): label_accuracy(teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, e), d0.unlabeled)
+             for e in TEACHER_EPOCHS}
+    ep = float(max(TEACHER_EPOCHS, key=lambda e: pilot[str(e)]))
+    if verbose:
+        print("teacher pilot base", pilot, flush=True)
+    rows = []
+    for s in seeds:
+        d = seed_data(world, s)
+        ref = teacher_reference(pre["base"][0], world, d)
+        same = same_mode(d.unlabeled)
+        row = {"seed": s, "teacher": {}}
+        for n in SIZES:
+            lab = teacher_labels_on_u(ref, world, d, n, d.human_pool, ep)
+            row["teacher"][f"base/{n}"] = {**kind_accuracy(lab, d.unlabeled),
+                                           "agree_same": float((lab == d.human_u)[same].mean())}
+        rows.append(row)
+        if verbose:
+            print("base sweep seed", s, {k: round(v["all"], 3) for k, v in row["teacher"].items()}, flush=True)
+    return {"pilot": pilot, "epochs": ep, "sweep": rows}
+
+
+def add_base_teacher(part: dict[str, Any], out: Path = GRID_FILE) -> dict[str, Any]:
+    """Write a :func:`base_teacher` part into the committed record (pilot, epochs and sweep rows)."""
+    runs = load_runs(out)
+    kept = {k: v for k, v in runs.items() if k not in ("recipe", "cpu_s", "sha256")}
+    kept["teacher_pilot"]["base"], kept["teacher_epochs"]["base"] = part["pilot"], part["epochs"]
+    by = {r["seed"]: r["teacher"] for r in part["sweep"]}
+    if sorted(by) != sorted(r["seed"] for r in kept["sweep"]):
+        raise ValueError("the base teacher ran on other seeds than the sweep")
+    for row in kept["sweep"]:
+        row["teacher"].update(by[row["seed"]])
+    kept["base_teacher_cpu_s"] = round(part["cpu_s"], 1)
+    return finish(kept, [r["seed"] for r in kept["sweep"]], runs["cpu_s"] + part["cpu_s"], out)
+
+
+def rule_sweep(world: World, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """The prompt-type rule (:func:`rule_labels` on the human labels of the first ``n`` pool pairs)
+    on D_u of each sweep seed: :func:`kind_accuracy` per ``|D_l|`` of :data:`SIZES` (no training)."""
+    out = []
+    for s in seeds:
+        d = seed_data(world, s)
+        out.append({"seed": s, **{str(n): kind_accuracy(rule_labels(d.pool[:n], d.human_pool[:n], d.unlabeled,
+                                                                    d.human_u), d.unlabeled) for n in SIZES}})
+    return out
+
+
 def grid_setup(pre: dict, world: World, s: int, epochs: dict[str, float]) -> tuple:
     """Seed ``s`` of the student grid: its split, the student reference and every condition's data
     (the weak-M teacher's and the prompt-type rule's labels of D_u included)."""
@@ -376,17 +429,20 @@ def grid_cells(pre: dict, world: World, epochs: dict[str, float], s: int, conds:
         for b in BETAS:
             for e in EPOCHS:
                 r = student_eval(sref, world, d0, *data[c], beta=b, epochs=e)
-                out["cells"][c].append({"strict": float(r["sampled_strict"].mean()), "sampled": float(r["sampled"].mean()),
+                out["cells"][c].append({"strict": float(r["sampled_strict"].mean()),
+                                        "strict_named": float(r["sampled_strict_named"].mean()),
+                                        "sampled": float(r["sampled"].mean()),
                                         "offsupport": r["offsupport"], "chosen": float(r["trace"]["chosen"][-1]),
                                         "chosen_mean": float(np.mean(r["trace"]["chosen"]))})
         if verbose:
-            print("student grid seed", s, c, [round(a["strict"], 2) for a in out["cells"][c]], flush=True)
+            print("student grid seed", s, c, [round(a["strict_named"], 2) for a in out["cells"][c]], flush=True)
     return out
 
 
 def grid_assemble(parts: Sequence[dict]) -> dict[str, Any]:
     """Join :func:`grid_cells` parts (one per tuning seed and group of conditions) into the grid and
-    choose each condition's cell by the mean strict gold reward over :data:`STUDENT_TUNING_SEEDS`."""
+    choose each condition's cell by the mean strict gold reward with F answers given the asked name
+    (``strict_named``, the score that decides the student rows) over :data:`STUDENT_TUNING_SEEDS`."""
     cells = [(b, e) for b in BETAS for e in EPOCHS]
     by = {}
     for p in parts:
@@ -397,12 +453,13 @@ def grid_assemble(parts: Sequence[dict]) -> dict[str, Any]:
     if set(by) != set(GRID_CONDS) or any(sorted(v) != sorted(seeds) for v in by.values()) or sorted(sft) != sorted(seeds):
         raise ValueError("grid parts do not cover every condition and tuning seed")
     grid = {c: [{"beta": b, "epochs": e, **{k: float(np.mean([by[c][s][i][k] for s in seeds])) for k in by[c][seeds[0]][i]},
-                 "per_seed_strict": [by[c][s][i]["strict"] for s in seeds]}
+                 "per_seed_strict": [by[c][s][i]["strict"] for s in seeds],
+                 "per_seed_strict_named": [by[c][s][i]["strict_named"] for s in seeds]}
                 for i, (b, e) in enumerate(cells)] for c in GRID_CONDS}
-    chosen = {c: max(rows, key=lambda g: g["strict"]) for c, rows in grid.items()}
+    chosen = {c: max(rows, key=lambda g: g["strict_named"]) for c, rows in grid.items()}
     return {"student_grid": grid, "student_sft_tuning": [sft[s] for s in seeds],
-            "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"], "strict": g["strict"]}
-                               for c, g in chosen.items()}}
+            "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"], "strict": g["strict"],
+                                   "strict_named": g["strict_named"]} for c, g in chosen.items()}}
 
 
 def grid_plain(pre: dict, world: World, epochs: dict[str, float], chosen: dict[str, dict]) -> dict[str, Any]:
@@ -413,7 +470,8 @@ def grid_plain(pre: dict, world: World, epochs: dict[str, float], chosen: dict[s
         d0, sref, data = grid_setup(pre, world, s, epochs)
         for c, g in chosen.items():
             r = student_eval(sref, world, d0, *data[c], beta=g["beta"], epochs=g["epochs"], nll_weight=0.0)
-            vals[c].append({"strict": float(r["sampled_strict"].mean()), "offsupport": r["offsupport"],
+            vals[c].append({"strict": float(r["sampled_strict"].mean()),
+                            "strict_named": float(r["sampled_strict_named"].mean()), "offsupport": r["offsupport"],
                             "chosen": float(r["trace"]["chosen"][-1]), "chosen_mean": float(np.mean(r["trace"]["chosen"]))})
     return {c: {k: float(np.mean([v[k] for v in vs])) for k in vs[0]} for c, vs in vals.items()}
 
@@ -447,6 +505,9 @@ def refresh_student_grid(out: Path = GRID_FILE, verbose: bool = True, parts: Seq
         g = student_grid(pre, pre["small"][1], runs["teacher_epochs"], verbose)
         cpu = time.process_time() - t0
     kept.update(g)
+    t1 = time.process_time()
+    kept["rule_sweep"] = rule_sweep(pre["small"][1], [r["seed"] for r in runs["sweep"]])
+    cpu += time.process_time() - t1
     kept["student_grid_cpu_s"] = round(cpu, 1)
     return finish(kept, [r["seed"] for r in runs["sweep"]], runs["cpu_s"] - runs.get("student_grid_cpu_s", 0) + cpu, out)
 
@@ -466,9 +527,20 @@ def refresh_grid_plain(out: Path = GRID_FILE) -> dict[str, Any]:
 
 
 STUDENT_FILE = Path(__file__).parent / "grids" / "weak_feedback_students.json"
-STUDENT_CONDS = ("human", "weak-M", "rule", "gold", "D_l only", "random", "systematic")
-OWN_CELL = {"D_l only": "human", "random": "human", "systematic": "human"}   #: conditions not on the grid use human's cell
+STUDENT_CONDS = ("human", "weak-M", "rule", "gold", "D_l only", "random", "systematic", "human 62%", "weak-M 1600",
+                 "D_l only 1600")
+#: conditions not on the grid use the cell of the grid condition they vary
+OWN_CELL = {"D_l only": "human", "random": "human", "systematic": "human", "human 62%": "human",
+            "weak-M 1600": "weak-M", "D_l only 1600": "human"}
+MARGIN_DROP = 0.08       #: the margin-level failing student: human labels made this much less accurate (expected)
 N_EXAMPLES = 2           #: sampled answers per prompt kind kept per student and seed
+
+
+def corrupted_labels(labels: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """``labels`` (N,) with each one flipped independently with probability ``rate``: a labeller of
+    accuracy ``a`` becomes one of accuracy ``a - rate (2 a - 1)``."""
+    labels = np.asarray(labels)
+    return np.where(rng.random(len(labels)) < rate, 1 - labels, labels)
 
 
 def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: dict[str, float],
@@ -477,16 +549,26 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
     rule (the prompt-type rule on the human labels of D_l, human labels elsewhere) and gold labels of
     the first ``n_student`` pairs of D_u, each with its tuned (beta, epochs) from ``chosen``; the
     checks that the student-level test can reject: D_l only (the human labels of D_l, no D_u), random
-    labels and the systematic annotator's labels of D_u, on the human student's cell (:data:`OWN_CELL`). Per condition: mean gold reward of sampled and greedy
-    answers, per prompt kind, and the final chosen/rejected log-prob change."""
+    labels and the systematic annotator's labels of D_u, on the human student's cell (:data:`OWN_CELL`);
+    the margin-level failing student (``human 62%``: the human labels of D_u with a share of them
+    flipped, :func:`corrupted_labels`, so that their expected accuracy is :data:`MARGIN_DROP` below
+    :data:`TARGET`); and the arm at ``|D_l|`` = :data:`N_POOL`: the weak-M teacher DPO'd on the whole
+    pool (``weak-M 1600``, weak-M's cell) and the human labels of the pool alone (``D_l only 1600``).
+    Per condition: mean gold reward of sampled and greedy answers, per prompt kind, and the final
+    chosen/rejected log-prob change."""
     d = seed_data(world, s)
-    tref = teacher_reference(pre["small"][0], world, d, n_score=N_LABELED)
+    tref = teacher_reference(pre["small"][0], world, d, n_score=N_POOL)
     weak = teacher_labels_on_u(tref, world, d, N_LABELED, d.human_pool, epochs["small"])
+    weak_big = teacher_labels_on_u(tref, world, d, N_POOL, d.human_pool, epochs["small"])
     rule = rule_labels(d.pool[:N_LABELED], d.human_pool[:N_LABELED], d.unlabeled, d.human_u)
     sref = student_reference(pre["base"][0], world, d, n_student)
     sys_u = systematic_labels(world, d.unlabeled[:n_student], np.random.default_rng([s, 13]),
                               recognised=world.toxins[::5])
-    data = student_data(d, {"weak-M": weak, "rule": rule, "systematic": sys_u}, sref, n_student)
+    drop = corrupted_labels(d.human_u[:n_student], MARGIN_DROP / (2 * TARGET - 1), np.random.default_rng([s, 17]))
+    data = student_data(d, {"weak-M": weak, "rule": rule, "systematic": sys_u, "human 62%": drop,
+                            "weak-M 1600": weak_big}, sref, n_student)
+    extra = pair_logps(sref.model, world.vocab, d.pool[N_LABELED:N_POOL])
+    data["D_l only 1600"] = (d.pool, d.human_pool, torch.cat([sref.labeled_logps, extra.to(sref.labeled_logps.device)]))
     kinds = np.array([prompt_kind(world, p)[0] for p in d.eval_prompts])
 
     def summary(r: dict) -> dict[str, Any]:
@@ -511,6 +593,12 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
     return row
 
 
+def student_inputs(runs: dict[str, Any]) -> dict[str, Any]:
+    """What the student level takes from the grid record: weak-M's teacher epochs and the chosen
+    cells (its recipe stores their sha256, so adding teachers or sweep rows to the record keeps it)."""
+    return {"teacher_epochs": {"small": runs["teacher_epochs"]["small"]}, "student_chosen": runs["student_chosen"]}
+
+
 def code_sha256() -> dict[str, str]:
     """The sha256 of the files whose code makes the committed student runs."""
     here = Path(__file__).parent
@@ -532,7 +620,8 @@ def student_runs(seeds: Sequence[int] = STUDENT_EVAL_SEEDS, n_student: int = N_S
             print("student seed", s, {c: round(rows[-1][c]["sampled"], 3) for c in ("SFT", *STUDENT_CONDS)},
                   round(time.process_time() - t0), flush=True)
     res = {"recipe": {**recipe(seeds), "n_student": n_student, "conditions": list(STUDENT_CONDS),
-                      "chosen": runs["student_chosen"], "grid_sha256": runs["sha256"], "code_sha256": code_sha256()},
+                      "chosen": runs["student_chosen"], "grid_inputs_sha256": json_sha256(student_inputs(runs)),
+                      "code_sha256": code_sha256()},
            "students": rows,
            "cpu_s": round(time.process_time() - t0, 1)}
     res["sha256"] = json_sha256({k: v for k, v in res.items() if k != "cpu_s"})
@@ -613,7 +702,8 @@ def main() -> None:
     and ``--merge PART.json ...`` assembles them (the same numbers: every part is deterministic)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=GRID_FILE)
-    ap.add_argument("--part", choices=["pilot", "sweep", "student", "student-grid", "grid-cells", "grid-plain", "students"])
+    ap.add_argument("--part", choices=["pilot", "sweep", "student", "student-grid", "grid-cells", "grid-plain", "students",
+                                       "base-teacher"])
     ap.add_argument("--conds", nargs="*", default=list(GRID_CONDS))
     ap.add_argument("--n-student", type=int, default=N_STUDENT)
     ap.add_argument("--seeds", type=int, nargs="*", help="evaluation seeds (default: EVAL_SEEDS; students: "
@@ -628,6 +718,18 @@ def main() -> None:
         t0 = time.process_time()
         pre = {n: load_world_lm(n) for n in ("small", "base")}
         part = grid_cells(pre, pre["small"][1], load_runs()["teacher_epochs"], args.seeds[0], args.conds)
+        part["cpu_s"] = time.process_time() - t0
+        args.out.write_text(json.dumps(part) + "\n")
+        return
+    if args.part == "base-teacher":   # --merge P.json: write the part into the record; else run it into --out
+        if args.merge:
+            res = add_base_teacher(json.loads(args.merge[0].read_text()))
+            print("base teacher epochs:", res["teacher_epochs"]["base"], "cpu s:", res["cpu_s"])
+            return
+        torch.set_num_threads(1)
+        t0 = time.process_time()
+        pre = {n: load_world_lm(n) for n in ("small", "base")}
+        part = base_teacher(pre, pre["small"][1], [r["seed"] for r in load_runs()["sweep"]])
         part["cpu_s"] = time.process_time() - t0
         args.out.write_text(json.dumps(part) + "\n")
         return
