@@ -396,3 +396,74 @@ def test_manual_start_tokens_are_the_first_draw_of_bbt_and_zo_only(monkeypatch):
     for s in study.load_eval()["seeds"]:
         assert runs["BBT"][str(s)]["prompt"] == runs["ZO-only"][str(s)]["prompt"] \
             == runs["Manual"][str(s)]["start_prompt"], s
+
+
+def test_random_prompt_record_is_current_and_refused_when_edited(tmp_path):
+    """The committed random-prompt reference was made by the current code, covers every evaluation
+    seed with N_RANDOM accuracies, matches a live re-score of one seed, and an edited copy is refused."""
+    import json
+    from iclr25.blackbox import zo_pog_random as zr, zo_pog_study as study
+    rec = zr.load()
+    assert rec["code_sha256"] == zr.code_sha256(), "re-run python -m iclr25.blackbox.zo_pog_random"
+    assert rec["seeds"] == list(study.EVAL_SEEDS)
+    assert all(len(rec["test_acc"][str(s)]) == zr.N_RANDOM for s in study.EVAL_SEEDS)
+    live = zr.seed_accuracies(3)
+    assert max(abs(a - b) for a, b in zip(live, rec["test_acc"]["3"])) <= 1.0
+    rec["test_acc"]["0"][0] = 100.0
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(rec))
+    with pytest.raises(ValueError):
+        zr.load(bad)
+
+
+def test_random_prompts_are_candidates_and_deterministic():
+    """Random prompts are drawn from the seed's candidates only, reproducibly, and differ across seeds."""
+    from iclr25.blackbox import zo_pog_random as zr, zo_pog_study as study
+    _, cands, _ = study.setup(5)
+    p = zr.random_prompts(5)
+    assert p.shape == (zr.N_RANDOM, study.N_POS)
+    assert set(p.flatten().tolist()) <= set(cands.tolist())
+    assert torch.equal(p, zr.random_prompts(5)) and not torch.equal(p, zr.random_prompts(6))
+
+
+def test_code_hash_ignores_docstrings_and_comments_but_not_code():
+    """The random-prompt record's code hash strips docstrings and comments (an AST round trip), so a
+    documentation edit keeps the record valid, while a change of what the code does changes it."""
+    from iclr25.blackbox.zo_pog_random import _strip
+    a = 'def f(x):\n    """Doc."""\n    return x + 1  # note\n'
+    b = 'def f(x):\n    """Other doc, longer."""\n    # a comment\n    return x + 1\n'
+    c = 'def f(x):\n    """Doc."""\n    return x + 2\n'
+    assert _strip(a) == _strip(b) != _strip(c)
+    assert _strip('def g():\n    """Only a docstring."""\n') == _strip("def g():\n    pass\n")
+
+
+def test_template_record_is_current_and_refused_when_edited(tmp_path):
+    """The committed shared-template study was made by the current code, covers every method and
+    evaluation seed, its untouched start re-scores live, and an edited copy is refused."""
+    import json
+    from iclr25.blackbox import zo_pog_study as study, zo_pog_template as zt
+    rec = zt.load()
+    assert rec["code_sha256"] == zt.code_sha256(), "re-run python -m iclr25.blackbox.zo_pog_template"
+    assert set(rec["runs"]) == set(zt.METHODS) | {"reference"}
+    assert all(set(r) == {str(s) for s in study.EVAL_SEEDS} for r in rec["runs"].values())
+    live = zt.summarize("reference", 4, None)
+    assert abs(live["start"] - rec["runs"]["reference"]["4"]["start"]) <= 1.0
+    rec["runs"]["BBT"]["0"]["acc"] = 100.0
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps(rec))
+    with pytest.raises(ValueError):
+        zt.load(bad)
+
+
+def test_template_setting_shares_the_template_and_admits_polar_adjectives():
+    """In the template study every encoded input holds the hand-written template before the sentence,
+    and the PMI candidates may be polar adjectives (excluded in the main study)."""
+    from iclr25.blackbox import zo_pog_study as study, zo_pog_template as zt
+    from iclr25.lm.language import NEGATIVE, POSITIVE
+    lm, vocab = study.model_and_vocab()
+    enc, cands, _ = zt.setup(0)
+    tpl = vocab.encode(list(zt.TEMPLATE_T))
+    assert all(enc["test"].body[i, :len(tpl)].tolist() == tpl for i in range(5))
+    words = set(vocab.decode(cands).split())
+    assert words & (set(POSITIVE) | set(NEGATIVE))
+    assert not set(vocab.decode(study.setup(0)[1]).split()) & (set(POSITIVE) | set(NEGATIVE))
