@@ -397,3 +397,19 @@ def test_kv_injection_late_window_only_acts_late(unet):
     late = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, torch.zeros(2), one, torch.full((2,), 5.0),
                                  window_start=torch.full((2,), 3.0))
     assert (late - ctx).abs().max() > 1e-3
+
+
+def test_kv_injection_copies_and_per_sample_layer_masks_equal_separate_runs(unet):
+    """k settings of the same pairs with the recording passes run once (copies) give the same outputs as
+    k separate runs, and per-sample layer masks give what each sample's layer set gives on its own."""
+    sched, ctx, xs_c, zs_c, xs_r, *_ = _transfer_inputs(unet, 6)
+    names = sorted(attention_layers(unet))
+    decoder = {n for n in names if n.startswith("up_blocks")}
+    assert decoder and decoder != set(names)
+    gamma, tau = torch.tensor([0.5, 0.5, 1.0, 1.0]), torch.tensor([1.0, 1.0, 1.5, 1.5])
+    masks = {n: torch.tensor([True, True, n in decoder, n in decoder]) for n in names}   # all, then decoder only
+    both = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, gamma, tau, torch.full((4,), 6.0), masks, copies=2)
+    every = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, gamma[:2], tau[:2], torch.full((2,), 6.0))
+    dec = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, gamma[2:], tau[2:], torch.full((2,), 6.0), decoder)
+    assert torch.allclose(both[:2], every, atol=1e-5) and torch.allclose(both[2:], dec, atol=1e-5)
+    assert (every - dec).abs().max() > 1e-3                   # the layer set matters

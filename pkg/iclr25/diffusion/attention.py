@@ -138,24 +138,33 @@ class KVInjection:
     (query preservation ``gamma`` as in StyleID; ``gamma = 1`` takes the queries from the context,
     as Cross-Image Attention does); other samples and layers attend to themselves. ``gamma``,
     ``tau`` and ``active`` are ``(B,)`` tensors; set ``active`` between steps to choose a timestep
-    window.
+    window. ``layers`` is ``None`` (every attention layer), a set of layer names (the same for every
+    sample), or a dict from layer name to a ``(B,)`` boolean mask of the samples that inject there
+    (a layer missing from the dict injects for none), so that one batch can hold several layer sets.
     """
 
     def __init__(self, kv_states: dict[str, torch.Tensor], q_states: dict[str, torch.Tensor],
                  gamma: torch.Tensor, tau: torch.Tensor, active: torch.Tensor,
-                 layers: set[str] | None = None) -> None:
+                 layers: set[str] | dict[str, torch.Tensor] | None = None) -> None:
         self.kv_states, self.q_states = kv_states, q_states
         self.gamma, self.tau, self.active = gamma, tau, active
         self.layers = layers
 
     def route(self, name, h):
-        if (self.layers is not None and name not in self.layers) or name not in self.kv_states:
+        if name not in self.kv_states:
             return h, h, 1.0
-        on = self.active.view(-1, 1, 1).to(h.dtype)
+        active = self.active
+        if isinstance(self.layers, dict):
+            if name not in self.layers:
+                return h, h, 1.0
+            active = active & self.layers[name].to(active.device)
+        elif self.layers is not None and name not in self.layers:
+            return h, h, 1.0
+        on = active.view(-1, 1, 1).to(h.dtype)
         gamma = self.gamma.view(-1, 1, 1).to(h) * on
         q_in = (1 - gamma) * h + gamma * self.q_states[name]
         kv_in = on * self.kv_states[name] + (1 - on) * h
-        tau = 1 + (self.tau.to(h) - 1) * self.active.to(h)
+        tau = 1 + (self.tau.to(h) - 1) * active.to(h)
         return q_in, kv_in, tau
 
 

@@ -130,15 +130,13 @@ def gather_tokens(f: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def style_energy(f_out: torch.Tensor, f_ref: torch.Tensor, idx: torch.Tensor, centre: str = "reference") -> torch.Tensor:
-    """Style feature guidance, ``E_sty = (1/N) sum_i [1 - cos(phi_o_i - mu_r, phi_r_m(i) - mu_r)]`` ``(B,)``
-    with ``mu_r`` the reference's mean token (per image and channel): each output token is pulled
-    towards the reference token it corresponds to. Both sides are centred on the *same* vector, so the
-    component every token shares, which makes raw cosines of decoder features 0.9 and more between any two
-    tokens, no longer hides the differences between regions. The zero set of each term is the open ray
-    ``{mu_r + k (phi_r_m(i) - mu_r), k > 0}`` from the reference's mean token through the partner: the
-    direction away from ``mu_r`` counts, not the distance. ``centre``: ``"reference"`` (the above),
-    ``"none"`` (the raw cosine, zero set the ray ``{k phi_r_m(i)}``) or ``"per-image"`` (each side centred
-    on its own image's mean token, a Pearson correlation over channels of the centred tokens).
+    """Style feature guidance ``(B,)``: each output token is pulled towards the direction of the reference
+    token it corresponds to. ``centre="none"`` is the raw cosine ``E_sty = (1/N) sum_i [1 - cos(phi_o_i,
+    phi_r_m(i))]`` (zero set of each term: the open ray ``{k phi_r_m(i), k > 0}``). ``"reference"`` (the
+    default) centres both sides on the *same* vector, the reference's mean token ``mu_r`` (per image and
+    channel): ``1 - cos(phi_o_i - mu_r, phi_r_m(i) - mu_r)``, zero on the ray ``{mu_r + k (phi_r_m(i) - mu_r)}``,
+    which removes the component every decoder token shares (it makes raw cosines 0.9 and more between any
+    two tokens). ``"per-image"`` centres each side on its own image's mean token (the mean over the tokens).
     ``f_out`` ``(B, N, C)``, ``f_ref`` ``(B, M, C)``, ``idx`` ``(B, N)``."""
     partner = gather_tokens(f_ref, idx)
     if centre == "reference":

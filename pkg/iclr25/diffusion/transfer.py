@@ -309,8 +309,8 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
 @torch.no_grad()
 def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tensor, zs_ctx: torch.Tensor,
                           xs_ref: torch.Tensor, gamma: torch.Tensor, tau: torch.Tensor,
-                          window: torch.Tensor, layers: set[str] | None = None,
-                          window_start: torch.Tensor | None = None) -> torch.Tensor:
+                          window: torch.Tensor, layers: set[str] | dict[str, torch.Tensor] | None = None,
+                          window_start: torch.Tensor | None = None, copies: int = 1) -> torch.Tensor:
     """Attention key/value injection (StyleID / Cross-Image-Attention-like) on the inverted context.
 
     At step ``i`` the reference's and the context's trajectories ``xs_ref[i]``, ``xs_ctx[i]`` are run
@@ -318,9 +318,12 @@ def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch
     from the reference, its queries blended with the context's (``gamma`` ``(B,)``) and the logits
     scaled by ``tau`` ``(B,)`` (:class:`~iclr25.diffusion.attention.KVInjection`), for the samples with
     ``window_start_b <= i < window_b`` (``(B,)`` each, in steps; ``window_start`` default 0, the noisy
-    end, so a late window is ``(S - k, S)``), at every attention layer or only at ``layers``
-    (names); the step uses the context's noise map. Returns ``(B, C, H, W)``."""
-    x = xs_ctx[0]
+    end, so a late window is ``(S - k, S)``), at every attention layer or only at ``layers`` (names,
+    or per-sample masks, see ``KVInjection``); the step uses the context's noise map. With
+    ``copies = k`` the trajectories and noise maps hold ``n`` pairs and the output batch is ``B = k n``
+    (``k`` settings of the same pairs, settings major): the two recording passes run once on the ``n``
+    pairs, not ``k`` times. Returns ``(B, C, H, W)``."""
+    x = xs_ctx[0].repeat(copies, 1, 1, 1)
     try:
         for i, t in enumerate(sched.timesteps):
             t = int(t)
@@ -332,9 +335,11 @@ def kv_injection_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch
             active = (i < window).to(x.device)
             if window_start is not None:
                 active = active & (i >= window_start).to(x.device)
-            set_attention_controller(unet, KVInjection(rec_ref.states, rec_ctx.states, gamma, tau, active, layers))
+            states_ref, states_ctx = ({k: v.repeat(copies, 1, 1) for k, v in rec.states.items()}
+                                      for rec in (rec_ref, rec_ctx))
+            set_attention_controller(unet, KVInjection(states_ref, states_ctx, gamma, tau, active, layers))
             eps = unet(x, t).sample
-            x = sched.step(eps, t, x, eta=1.0, variance_noise=zs_ctx[i]).prev_sample
+            x = sched.step(eps, t, x, eta=1.0, variance_noise=zs_ctx[i].repeat(copies, 1, 1, 1)).prev_sample
     finally:
         reset_attention(unet)
     return x
