@@ -47,3 +47,77 @@ def test_needle_margin_holds_on_the_family():
     wrong = np.ones(mu.shape, bool)
     wrong[np.arange(env.S), :, j] = False
     assert (best - mu)[wrong].min() >= needle_margin(0.1) - 1e-12
+
+
+@pytest.mark.parametrize("M", [2, 3])
+def test_best_grid_bound_is_below_every_grid(M):
+    """LB*_M(T) is at most the bound of any M-batch grid ending at T (the minimax, geometric and uniform
+    grids and random ones), and attained by the grid it returns."""
+    from iclr25.bandits import batch_schedule, best_grid_bound, geometric_schedule, uniform_schedule
+
+    T, sigma, K, margin = 6000, 0.1, 8, 0.7
+    value, grid = best_grid_bound(T, M, sigma, K, margin)
+    assert len(grid) == M and grid[-1] == T
+    np.testing.assert_allclose(grid_lower_bound(grid, sigma, K, margin), value, rtol=1e-9)
+    rng = np.random.default_rng(0)
+    others = [batch_schedule(T, M, 1, 50.0), geometric_schedule(T, M), uniform_schedule(T, M)]
+    others += [np.append(np.sort(rng.choice(np.arange(1, T), M - 1, replace=False)), T) for _ in range(200)]
+    assert all(grid_lower_bound(g, sigma, K, margin) >= value * (1 - 1e-9) for g in others)
+
+
+def test_best_grid_bound_two_batches_balances_its_terms():
+    """At M = 2 the optimum balances the first batch, margin (1 - 1/K) t_1, against the second,
+    c0 (T - t_1) sigma sqrt(K / t_1), to within the search's resolution."""
+    from iclr25.bandits import best_grid_bound
+
+    T, sigma, K, margin = 24000, 0.1, 8, 0.7
+    value, grid = best_grid_bound(T, 2, sigma, K, margin, n=4000)
+    t1 = grid[0]
+    first = margin * (1 - 1 / K) * t1
+    second = margin * (1 - 1 / K) ** 2 / 2 * (T - t1) * sigma * np.sqrt(K / t1)
+    assert abs(first - second) / value < 0.02
+
+
+class _ShiftedNoise:
+    """The environment ``env`` with the noise of rounds ``[a, b)`` multiplied by ``1 + shift`` (contexts
+    unchanged): the rewards of those rounds change, nothing else does."""
+
+    def __init__(self, env, a, b, shift):
+        self.env, self.a, self.b, self.shift = env, a, b, shift
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def rounds(self, t0, t1):
+        X, eps = self.env.rounds(t0, t1)
+        t = np.arange(t0, t1)
+        return X, eps * (1 + self.shift * ((t >= self.a) & (t < self.b)))
+
+    def chunks(self, t0, t1):
+        for c0, X, eps in self.env.chunks(t0, t1):
+            t = np.arange(c0, c0 + X.shape[1])
+            yield c0, X, eps * (1 + self.shift * ((t >= self.a) & (t < self.b)))
+
+
+def test_batched_elimination_does_not_use_its_own_batch_rewards():
+    """No reward leakage: changing the rewards of batch m leaves batch m's play (hence its regret)
+    unchanged, and does change a later batch's; a sequential learner (LinUCB), which uses the rewards of
+    the rounds it is in, changes at once and falls below the first batch's bound margin t_1 (1 - 1/K),
+    which the batched algorithm respects."""
+    from iclr25.bandits import batched_elimination, linucb
+
+    gaps, R = np.array([0.02, 0.05, 0.1, 1.0]), 16
+    env = make_needle_env(gaps, R, 8, seed=5, noise_sd=0.1, streams=R)
+    grid = np.array([120, 600, 1500])
+    base = batched_elimination(env, 1500, grid, lam=0.01)
+    for a, b in zip([0, 120], [120, 600]):
+        moved = batched_elimination(_ShiftedNoise(env, a, b, -6.0), 1500, grid, lam=0.01)
+        np.testing.assert_array_equal(moved.regret[:, :b], base.regret[:, :b])
+        assert not np.array_equal(moved.regret[:, b:], base.regret[:, b:])
+    first = slice(len(gaps) * R - R, None)               # the instances at gap 1
+    bound = batch_lower_bound(grid, [1.0], 0.1, 8, needle_margin(0.1))[0, 0]
+    assert base.regret[first, :120].sum(1).mean() >= bound
+    seq = linucb(env, 120, lam=0.01)
+    seq_moved = linucb(_ShiftedNoise(env, 0, 120, -6.0), 120, lam=0.01)
+    assert not np.array_equal(seq.regret, seq_moved.regret)
+    assert seq.regret[first].sum(1).mean() < bound

@@ -59,3 +59,29 @@ def grid_lower_bound(grid, noise_sd: float, K: int, margin: float = 1.0) -> floa
     of any algorithm on ``grid`` is at least this."""
     gaps = info_gap(grid, noise_sd, K)
     return float(max(batch_lower_bound(grid, [g], noise_sd, K, margin)[0, m] for m, g in enumerate(gaps)))
+
+
+def best_grid_bound(T: int, M: int, noise_sd: float, K: int, margin: float = 1.0, n: int = 400) -> tuple[float, np.ndarray]:
+    """``LB*_M(T)``: the least :func:`grid_lower_bound` over ``M``-batch grids ending at ``T``, the
+    bound that holds for every ``M``-batch algorithm whatever its grid; returns ``(value, grid)``.
+
+    The batch ends ``t_1 < ... < t_{M-1}`` are searched on ``n`` log-spaced points in ``[1, T)``
+    (every combination, vectorised; ``M <= 3``); the value is the minimum over that search, an upper
+    estimate of the exact minimum within a factor ``(T)^(1/n)`` in ``t``."""
+    if M == 1:
+        return float(margin * T * (1.0 - 1.0 / K)), np.array([T], float)
+    if M > 3:
+        raise ValueError("best_grid_bound searches M <= 3")
+    c0 = margin * (1.0 - 1.0 / K) ** 2 / 2.0
+    ts = np.unique(np.round(np.geomspace(1.0, T - 1.0, n)))
+    first = lambda t1: margin * (1.0 - 1.0 / K) * t1                              # batch 1 at the gap 1
+    later = lambda prev, end: c0 * (end - prev) * noise_sd * np.sqrt(K / prev)    # batch m at its own gap
+    if M == 2:
+        vals = np.maximum(first(ts), later(ts, T))
+        i = int(vals.argmin())
+        return float(vals[i]), np.array([ts[i], T], float)
+    t1, t2 = np.meshgrid(ts, ts, indexing="ij")
+    vals = np.maximum(np.maximum(first(t1), later(t1, t2)), later(t2, T))
+    vals = np.where(t2 > t1, vals, np.inf)
+    i, j = np.unravel_index(int(vals.argmin()), vals.shape)
+    return float(vals[i, j]), np.array([ts[i], ts[j], T], float)
