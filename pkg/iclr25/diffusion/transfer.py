@@ -237,9 +237,11 @@ def guided_transfer(unet: UNet2DModel, sched: DDIMScheduler, xs_ctx: torch.Tenso
     From ``xs_ctx[0]`` (the context's inverted start, ``(B, C, H, W)``), the first ``guide_from`` steps
     (a number, or ``(B,)``: one per sample) are plain and every later step (the low-noise end, where
     edits survive) uses the guided noise
-    prediction ``eps + eta_b * x0_scale(t) * normalised(smoothed(grad E_b))`` (so the predicted clean
-    image moves by ``eta_b`` RMS per step, :func:`x0_scale`;
-    :func:`~iclr25.diffusion.guidance.normalised`) with ``E`` the :func:`transfer_energy` of the
+    prediction ``eps + eta_b * x0_scale(t) * normalised(smoothed(grad E_b))`` (:func:`x0_scale`;
+    :func:`~iclr25.diffusion.guidance.normalised`): a block whose smoothed gradient's RMS reaches ``floor``
+    moves the predicted clean image by ``eta_b`` RMS per step, a block below it by ``eta_b * rms / floor``
+    (a plain gradient step, the tilted-score step with temperature
+    ``eta_b * sqrt(abar_t) / (floor * (1 - abar_t))``), with ``E`` the :func:`transfer_energy` of the
     output's features against the context's and reference's features *at the same step*
     (``ctx_feats[i]``, ``ref_feats[i]``, from their inverted trajectories), plus the :func:`colour_energy`
     of the output's predicted clean image ``x0_hat`` against the reference's at the same step,
