@@ -459,6 +459,10 @@ def test_memory_probe_truncates_the_recurrence():
             if rec == "gru":                                                # all 12: the old inputs matter
                 assert not torch.equal(m.features(z2), m.features(z))
             else:                                                           # the neuron from rest on the last 4 currents
+                slow = SpikeForecaster(lambda h: TSLIF(h), 8, 3).eval()    # a slow dendrite: the old inputs reach
+                slow.neuron.alpha_d.data.fill_(0.99)                        # the spiking features of the whole window
+                assert not torch.equal(slow.features(z2), slow.features(z))
+                assert torch.equal(slow.features(z2, memory=4), slow.features(z, memory=4))
                 cur = m.gates(m.encoder(z))
                 assert torch.equal(m.features(z, memory=4), m.neuron(cur[-4:], last_only=True))
                 current = torch.rand(12, 10, 8).round()                      # a trained-like neuron: LIF with memory
@@ -503,3 +507,4 @@ def test_committed_extra_record_loads_and_covers_its_runs():
     x = next(x for x in manifest["runs"] if x["name"] == "uncoupled")
     _, again = train("uncoupled", x["lr"], x["seed"], forecast_data(), missing=x["missing"], epochs=1)
     assert abs(again["train_mse"][0] / x["train_mse"][0] - 1) < 1e-3
+
