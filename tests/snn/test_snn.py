@@ -347,11 +347,11 @@ def test_fit_stops_on_patience():
 
 
 def test_committed_runs_load_and_match_their_record():
-    """The committed weights have the recorded sha256, fit the chapter's 3.2 MB share, cover every
+    """The committed weights have the recorded sha256, fit the chapter's 3.4 MB share, cover every
     evaluation run, and reproduce the recorded best validation MSE."""
     from iclr25.snn.runs import MANIFEST, NPZ, forecast_data, key, load_model, load_runs
 
-    assert sum(p.stat().st_size for p in NPZ.parent.iterdir() if p.name.startswith("ts-lif")) < 3_200_000
+    assert sum(p.stat().st_size for p in NPZ.parent.iterdir() if p.name.startswith("ts-lif")) < 3_400_000
     manifest, weights = load_runs()
     ev = [x for x in manifest["runs"] if x["role"] == "eval"]
     assert {key(x["name"], x["seed"], x["missing"]) for x in ev} == set(weights)
@@ -508,3 +508,21 @@ def test_committed_extra_record_loads_and_covers_its_runs():
     _, again = train("uncoupled", x["lr"], x["seed"], forecast_data(), missing=x["missing"], epochs=1)
     assert abs(again["train_mse"][0] / x["train_mse"][0] - 1) < 1e-3
 
+
+
+def test_committed_wide_record_loads_and_covers_its_runs():
+    """The wide TS-LIF record (for the memory probe) has the recorded sha256 and the current code's,
+    and a weight vector of the wide size for each of the reach study's tuning seeds."""
+    from pathlib import Path
+
+    from iclr25.common.digest import file_sha256
+    from iclr25.snn import wide_probe
+    from iclr25.snn.runs import REACH_RECIPE, build, key, unflat
+
+    manifest, weights = wide_probe.load_wide()
+    assert manifest["code_sha256"] == file_sha256(Path(wide_probe.__file__))
+    assert sorted(x["seed"] for x in manifest["runs"]) == REACH_RECIPE["seeds"] == sorted(
+        int(k.split("|")[1]) for k in weights)
+    for x in manifest["runs"]:
+        assert x["lr"] == REACH_RECIPE["lr"] and x["epochs_run"] - 1 - x["best_epoch"] == 5
+        unflat(build("TS-LIF", x["seed"], wide_probe.WIDE["hidden"]), weights[key("TS-LIF", x["seed"])])
