@@ -347,11 +347,11 @@ def test_fit_stops_on_patience():
 
 
 def test_committed_runs_load_and_match_their_record():
-    """The committed weights have the recorded sha256, fit the chapter's 2.4 MB share, cover every
+    """The committed weights have the recorded sha256, fit the chapter's 3.4 MB share, cover every
     evaluation run, and reproduce the recorded best validation MSE."""
     from iclr25.snn.runs import MANIFEST, NPZ, forecast_data, key, load_model, load_runs
 
-    assert sum(p.stat().st_size for p in NPZ.parent.iterdir() if p.name.startswith("ts-lif")) < 2_400_000
+    assert sum(p.stat().st_size for p in NPZ.parent.iterdir() if p.name.startswith("ts-lif")) < 3_400_000
     manifest, weights = load_runs()
     ev = [x for x in manifest["runs"] if x["role"] == "eval"]
     assert {key(x["name"], x["seed"], x["missing"]) for x in ev} == set(weights)
@@ -431,6 +431,49 @@ def test_decayed_reset_lif_is_memoryless_on_binary_input_at_threshold(beta):
         assert not torch.equal(LIF(beta=beta).trace(current)["S_soma"], current)
 
 
+def test_lemma_needs_the_tie_to_fire():
+    """The lemma's tie rule: the spike is 1[U >= theta], so an input exactly at threshold fires from rest.
+    Under snnTorch's strict rule 1[U - theta > 0] the same input does not fire and S = I fails."""
+    assert float(atan_spike(torch.tensor(1.0), 1.0)) == 1.0
+    assert float(atan_spike(torch.tensor(1.0 - 1e-6), 1.0)) == 0.0
+    one = torch.ones(1, 1, 1)                                              # I[0] = theta = 1, from rest
+    assert float(LIF(reset_decays=True)(one)[0, 0, 0]) == 1.0              # ours: fires, S = I
+    strict = LIF(reset_decays=True)
+    strict.theta = 1.0 + 1e-6                                              # fires only for U > 1
+    assert float(strict(one)[0, 0, 0]) == 0.0                              # strict rule: no spike, S != I
+
+
+def test_memory_probe_truncates_the_recurrence():
+    """predict(memory=L) equals predict; predict(memory=k) ignores every input older than the last k
+    positions plus the encoder's half-width; ridge on the last k inputs with k = L is ridge."""
+    torch.manual_seed(0)
+    for rec, mk in [("spiking", lambda h: TSLIF(h)), ("gru", None)]:
+        m = SpikeForecaster(mk, 8, 3, recurrence=rec).eval()               # batch norm: running statistics
+        X = torch.randn(5, 12, 2)
+        torch.testing.assert_close(predict(m, X, memory=12), predict(m, X), rtol=0, atol=0)
+        z = torch.randn(10, 12)                                            # normalised sequences (N, L)
+        z2 = z.clone()
+        z2[:, :6] = torch.randn(10, 6)                                      # change the old inputs only
+        with torch.no_grad():
+            assert torch.equal(m.features(z2, memory=4), m.features(z, memory=4))   # 4 + encoder half-width 1 < 6
+            if rec == "gru":                                                # all 12: the old inputs matter
+                assert not torch.equal(m.features(z2), m.features(z))
+            else:                                                           # the neuron from rest on the last 4 currents
+                slow = SpikeForecaster(lambda h: TSLIF(h), 8, 3).eval()    # a slow dendrite: the old inputs reach
+                slow.neuron.alpha_d.data.fill_(0.99)                        # the spiking features of the whole window
+                assert not torch.equal(slow.features(z2), slow.features(z))
+                assert torch.equal(slow.features(z2, memory=4), slow.features(z, memory=4))
+                cur = m.gates(m.encoder(z))
+                assert torch.equal(m.features(z, memory=4), m.neuron(cur[-4:], last_only=True))
+                current = torch.rand(12, 10, 8).round()                      # a trained-like neuron: LIF with memory
+                lif = LIF(beta=0.9)
+                assert not torch.equal(lif(current[-4:], last_only=True), lif(current, last_only=True))
+    rng = np.random.default_rng(0)
+    Xr, Yr = rng.normal(size=(40, 10, 2)), rng.normal(size=(40, 3, 2))
+    np.testing.assert_allclose(ridge_forecaster(Xr, Yr, 1.0, last=10)(Xr), ridge_forecaster(Xr, Yr, 1.0)(Xr))
+    assert not np.allclose(ridge_forecaster(Xr, Yr, 1.0, last=2)(Xr), ridge_forecaster(Xr, Yr, 1.0)(Xr))
+
+
 def test_committed_memoryless_record_loads_and_reproduces():
     """The memoryless control's weights have the recorded sha256, cover its evaluation runs (complete
     and missing inputs), its rate is an interior optimum of its grid, and the best validation MSE reproduces."""
@@ -446,3 +489,40 @@ def test_committed_memoryless_record_loads_and_reproduces():
     model = unflat(build("memoryless", x["seed"]), weights[key("memoryless", x["seed"])]).eval()
     val = float(torch.mean((predict(model, data["Xva"], seed=x["seed"] + 1) - data["Yva"]) ** 2))
     assert val == pytest.approx(x["val_mse"][x["best_epoch"]], rel=1e-3)
+
+
+def test_committed_extra_record_loads_and_covers_its_runs():
+    """The supplement (ablations with missing inputs, the patience-15 pair) has the recorded sha256,
+    a weight vector for every run it lists, and a first epoch's training MSE that reproduces."""
+    from iclr25.snn.extra_runs import LONG_PATIENCE, load_extra, patience_key
+    from iclr25.snn.runs import RECIPE, forecast_data, key, train
+
+    manifest, weights = load_extra()
+    for x in manifest["runs"]:
+        k = patience_key(x["name"], x["seed"]) if x["role"] == "patience" else key(x["name"], x["seed"], x["missing"])
+        assert k in weights
+        if x["role"] == "patience":
+            assert x["patience"] == LONG_PATIENCE and x["epochs_run"] - 1 - x["best_epoch"] <= LONG_PATIENCE
+    assert len(weights) == len(manifest["runs"]) == 3 * 8 + 2 * 8
+    x = next(x for x in manifest["runs"] if x["name"] == "uncoupled")
+    _, again = train("uncoupled", x["lr"], x["seed"], forecast_data(), missing=x["missing"], epochs=1)
+    assert abs(again["train_mse"][0] / x["train_mse"][0] - 1) < 1e-3
+
+
+
+def test_committed_wide_record_loads_and_covers_its_runs():
+    """The wide TS-LIF record (for the memory probe) has the recorded sha256 and the current code's,
+    and a weight vector of the wide size for each of the reach study's tuning seeds."""
+    from pathlib import Path
+
+    from iclr25.common.digest import file_sha256
+    from iclr25.snn import wide_probe
+    from iclr25.snn.runs import REACH_RECIPE, build, key, unflat
+
+    manifest, weights = wide_probe.load_wide()
+    assert manifest["code_sha256"] == file_sha256(Path(wide_probe.__file__))
+    assert sorted(x["seed"] for x in manifest["runs"]) == REACH_RECIPE["seeds"] == sorted(
+        int(k.split("|")[1]) for k in weights)
+    for x in manifest["runs"]:
+        assert x["lr"] == REACH_RECIPE["lr"] and x["epochs_run"] - 1 - x["best_epoch"] == 5
+        unflat(build("TS-LIF", x["seed"], wide_probe.WIDE["hidden"]), weights[key("TS-LIF", x["seed"])])

@@ -124,20 +124,26 @@ class SpikeForecaster(nn.Module):
         else:
             raise ValueError(f"recurrence must be 'spiking' or 'gru', not {recurrence!r}")
 
-    def features(self, z: Tensor) -> Tensor:
-        """Normalised sequences ``(N, L)`` -> the recurrence's output at the last position ``(N, H)``."""
+    def features(self, z: Tensor, memory: int | None = None) -> Tensor:
+        """Normalised sequences ``(N, L)`` -> the recurrence's output at the last position ``(N, H)``.
+
+        ``memory=k`` runs the recurrence (the neuron, or the GRU) from rest on only the last ``k``
+        positions of its input (the encoder and the gates still see the whole window): the memory
+        horizon probe. ``None`` (the default) runs it on all ``L`` positions."""
         spikes = self.encoder(z)
         if self.recurrence == "gru":
-            return self.gru(spikes)[1][0]
-        return self.neuron(self.gates(spikes), last_only=True)
+            return self.gru(spikes[-memory:] if memory else spikes)[1][0]
+        current = self.gates(spikes)
+        return self.neuron(current[-memory:] if memory else current, last_only=True)
 
-    def forward(self, x: Tensor, missing: float = 0.0, generator: torch.Generator | None = None) -> Tensor:
+    def forward(self, x: Tensor, missing: float = 0.0, generator: torch.Generator | None = None,
+                memory: int | None = None) -> Tensor:
         B, L, C = x.shape
         z, mean, std = instance_normalize(x)
         if missing > 0:
             z = drop_inputs(z, missing, generator)
         seqs = z.permute(0, 2, 1).reshape(B * C, L)
-        out = self.head(self.features(seqs)).reshape(B, C, -1).permute(0, 2, 1)
+        out = self.head(self.features(seqs, memory)).reshape(B, C, -1).permute(0, 2, 1)
         return out * std + mean
 
 
@@ -156,13 +162,16 @@ class FitResult:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, X: Tensor, batch_size: int = 1024, missing: float = 0.0, seed: int = 0) -> Tensor:
+def predict(model: nn.Module, X: Tensor, batch_size: int = 1024, missing: float = 0.0, seed: int = 0,
+            memory: int | None = None) -> Tensor:
     """Forecasts ``(N, horizon, C)`` for windows ``X`` ``(N, L, C)`` in evaluation mode (missing inputs,
-    if any, drawn from a generator seeded with ``seed``)."""
+    if any, drawn from a generator seeded with ``seed``; ``memory=k`` runs the recurrence on only the
+    last ``k`` positions, see :meth:`SpikeForecaster.features`)."""
     was = model.training
     model.eval()
     g = torch.Generator().manual_seed(seed)
-    out = torch.cat([model(X[i:i + batch_size], missing, g) for i in range(0, len(X), batch_size)])
+    kw = {"memory": memory} if memory else {}
+    out = torch.cat([model(X[i:i + batch_size], missing, g, **kw) for i in range(0, len(X), batch_size)])
     model.train(was)
     return out
 
@@ -215,12 +224,15 @@ def seasonal_naive(X: np.ndarray, horizon: int, period: int) -> np.ndarray:
     return X[:, X.shape[1] - 1 + k - lag]
 
 
-def ridge_forecaster(X: np.ndarray, Y: np.ndarray, alpha: float) -> Callable[[np.ndarray], np.ndarray]:
+def ridge_forecaster(X: np.ndarray, Y: np.ndarray, alpha: float,
+                     last: int | None = None) -> Callable[[np.ndarray], np.ndarray]:
     """A linear forecaster on instance-normalised windows, channel-independent, fitted by ridge
     regression (``sklearn.linear_model.Ridge``).
 
     ``X`` ``(N, L, C)``, ``Y`` ``(N, horizon, C)`` -> a function mapping windows ``(M, L, C)`` to
-    forecasts ``(M, horizon, C)``.
+    forecasts ``(M, horizon, C)``. ``last=k`` regresses on only the last ``k`` normalised inputs
+    (normalised with the whole window's mean and deviation, as the spiking forecaster is): the
+    reference for the memory-horizon probe.
     """
     from sklearn.linear_model import Ridge
 
@@ -232,11 +244,12 @@ def ridge_forecaster(X: np.ndarray, Y: np.ndarray, alpha: float) -> Callable[[np
     Z, mean, std = norm(X)
     T = (Y - mean) / std
     flat = lambda A: A.transpose(0, 2, 1).reshape(-1, A.shape[1])          # noqa: E731 - (N C, L)
-    reg = Ridge(alpha=alpha).fit(flat(Z), flat(T))
+    tail = (lambda A: A[:, -last:]) if last else (lambda A: A)              # noqa: E731
+    reg = Ridge(alpha=alpha).fit(flat(tail(Z)), flat(T))
 
     def forecast(Xn: np.ndarray) -> np.ndarray:
         Zn, m, s = norm(Xn)
-        out = reg.predict(flat(Zn)).reshape(len(Xn), Xn.shape[2], -1).transpose(0, 2, 1)
+        out = reg.predict(flat(tail(Zn))).reshape(len(Xn), Xn.shape[2], -1).transpose(0, 2, 1)
         return out * s + m
 
     return forecast
