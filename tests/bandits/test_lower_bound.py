@@ -78,6 +78,25 @@ def test_best_grid_bound_two_batches_balances_its_terms():
     assert abs(first - second) / value < 0.02
 
 
+@pytest.mark.parametrize("sigma,K", [(0.1, 8), (1.0, 32)])
+def test_best_grid_bound_is_the_integer_minimum_and_valid_at_large_noise(sigma, K):
+    """At M = 2 the search returns the exact minimum over every integer t_1 (no upward bias), and where
+    (1 - 1/K) sigma sqrt(K / t) > 1 it caps the gap at 1: its value equals grid_lower_bound of its grid and
+    no random 3-batch grid lies below LB*_3."""
+    from iclr25.bandits import best_grid_bound
+
+    T, margin = 3000, 0.7
+    value, grid = best_grid_bound(T, 2, sigma, K, margin)
+    exact = min(grid_lower_bound([t1, T], sigma, K, margin) for t1 in range(1, T))
+    np.testing.assert_allclose(value, exact, rtol=1e-9)
+    np.testing.assert_allclose(grid_lower_bound(grid, sigma, K, margin), value, rtol=1e-9)
+    v3, g3 = best_grid_bound(T, 3, sigma, K, margin)
+    np.testing.assert_allclose(grid_lower_bound(g3, sigma, K, margin), v3, rtol=1e-9)
+    rng = np.random.default_rng(1)
+    others = [np.append(np.sort(rng.choice(np.arange(1, T), 2, replace=False)), T) for _ in range(300)]
+    assert all(grid_lower_bound(g, sigma, K, margin) >= v3 * (1 - 1e-9) for g in others)
+
+
 class _ShiftedNoise:
     """The environment ``env`` with the noise of rounds ``[a, b)`` multiplied by ``1 + shift`` (contexts
     unchanged): the rewards of those rounds change, nothing else does."""

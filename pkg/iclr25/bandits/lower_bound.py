@@ -65,23 +65,45 @@ def best_grid_bound(T: int, M: int, noise_sd: float, K: int, margin: float = 1.0
     """``LB*_M(T)``: the least :func:`grid_lower_bound` over ``M``-batch grids ending at ``T``, the
     bound that holds for every ``M``-batch algorithm whatever its grid; returns ``(value, grid)``.
 
-    The batch ends ``t_1 < ... < t_{M-1}`` are searched on ``n`` log-spaced points in ``[1, T)``
-    (every combination, vectorised; ``M <= 3``); the value is the minimum over that search, an upper
-    estimate of the exact minimum within a factor ``(T)^(1/n)`` in ``t``."""
+    The batch ends ``t_1 < ... < t_{M-1}`` are searched on ``n`` log-spaced integers in ``[1, T)``
+    (every combination, vectorised; ``M <= 3``), then on every integer between the neighbours of the
+    best point; each batch's gap is capped at 1 as in :func:`info_gap`. The value is the minimum over
+    that search (exact over integer grids unless the coarse search missed the basin)."""
     if M == 1:
         return float(margin * T * (1.0 - 1.0 / K)), np.array([T], float)
     if M > 3:
         raise ValueError("best_grid_bound searches M <= 3")
-    c0 = margin * (1.0 - 1.0 / K) ** 2 / 2.0
     ts = np.unique(np.round(np.geomspace(1.0, T - 1.0, n)))
     first = lambda t1: margin * (1.0 - 1.0 / K) * t1                              # batch 1 at the gap 1
-    later = lambda prev, end: c0 * (end - prev) * noise_sd * np.sqrt(K / prev)    # batch m at its own gap
-    if M == 2:
-        vals = np.maximum(first(ts), later(ts, T))
+
+    def later(prev, end):
+        """Batch (prev, end] at its own maximising gap, capped at 1 (the bound of batch_lower_bound)."""
+        gap = np.minimum((1.0 - 1.0 / K) * noise_sd * np.sqrt(K / prev), 1.0)
+        share = np.clip(1.0 - 1.0 / K - gap * np.sqrt(prev / K) / (2.0 * noise_sd), 0.0, None)
+        return margin * gap * (end - prev) * share
+
+    def around(i):
+        """Every integer between the coarse neighbours of point i."""
+        return np.arange(ts[max(i - 1, 0)], ts[min(i + 1, len(ts) - 1)] + 1.0)
+
+    def search2(c1):
+        vals = np.maximum(first(c1), later(c1, T))
         i = int(vals.argmin())
-        return float(vals[i]), np.array([ts[i], T], float)
-    t1, t2 = np.meshgrid(ts, ts, indexing="ij")
-    vals = np.maximum(np.maximum(first(t1), later(t1, t2)), later(t2, T))
-    vals = np.where(t2 > t1, vals, np.inf)
-    i, j = np.unravel_index(int(vals.argmin()), vals.shape)
-    return float(vals[i, j]), np.array([ts[i], ts[j], T], float)
+        return float(vals[i]), i
+
+    def search3(c1, c2):
+        t1, t2 = np.meshgrid(c1, c2, indexing="ij")
+        vals = np.maximum(np.maximum(first(t1), later(t1, t2)), later(t2, T))
+        vals = np.where(t2 > t1, vals, np.inf)
+        i, j = np.unravel_index(int(vals.argmin()), vals.shape)
+        return float(vals[i, j]), i, j
+
+    if M == 2:
+        _, i = search2(ts)
+        fine = around(i)
+        v, k = search2(fine)
+        return v, np.array([fine[k], T], float)
+    _, i, j = search3(ts, ts)
+    f1, f2 = around(i), around(j)
+    v, k, m = search3(f1, f2)
+    return v, np.array([f1[k], f2[m], T], float)
