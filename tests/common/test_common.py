@@ -25,3 +25,19 @@ def test_headless_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ICLR25_HEADLESS", "1")
     assert list(progress(range(3))) == [0, 1, 2]
     assert explore(lambda n, h: n * h, n=(1, 9, 1), h=(0.5, 2.0)) == 5 * 1.25
+
+
+def test_load_record_accepts_its_own_digest_and_refuses_an_edit(tmp_path):
+    import json
+
+    from iclr25.common.digest import load_record, record_sha256
+
+    rec = {"a": [1, 2], "cpu_s": 3.0}
+    rec["sha256"] = record_sha256(rec)
+    assert record_sha256({**rec, "cpu_s": 9.9}) == rec["sha256"]  # timing is not part of the digest
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(rec))
+    assert load_record(path, "python -m x") == rec
+    path.write_text(json.dumps({**rec, "a": [1, 3]}))
+    with pytest.raises(ValueError, match="python -m x"):
+        load_record(path, "python -m x")

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from iclr25.blackbox import api, zo_pog_study as study
-from iclr25.common.digest import bytes_sha256, json_sha256
+from iclr25.common.digest import bytes_sha256, load_record, record_sha256
 
 N_RANDOM = 64                      # random prompts per seed
 SEED_OFFSET = 20_000               # the random prompts of seed s come from generator seed SEED_OFFSET + s
@@ -68,7 +68,7 @@ def code_sha256() -> str:
 
 
 def _digest(record: dict) -> str:
-    return json_sha256({k: v for k, v in record.items() if k not in ("sha256", "cpu_s")})
+    return record_sha256(record)
 
 
 def make() -> dict:
@@ -88,10 +88,7 @@ def make() -> dict:
 
 def load(path: Path = RECORD) -> dict:
     """The committed record, refused if its content does not match its sha256."""
-    record = json.loads(Path(path).read_text())
-    if _digest(record) != record["sha256"]:
-        raise ValueError(f"{path}: content differs from its sha256; re-run python -m iclr25.blackbox.zo_pog_random")
-    return record
+    return load_record(path, "python -m iclr25.blackbox.zo_pog_random")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from iclr25.blackbox.api import BlackBoxLM, encode_task
 from iclr25.blackbox.methods import run_bbt, run_bdpl, run_zo_pog
 from iclr25.blackbox.prompts import pmi_candidates, random_projection
 from iclr25.blackbox.zo_pog_random import _strip
-from iclr25.common.digest import bytes_sha256, json_sha256
+from iclr25.common.digest import bytes_sha256, load_record, record_sha256
 from iclr25.lm import few_shot_split
 
 TEMPLATE_T = tuple(study.MANUAL.split())     # the shared template: the hand-written prompt
@@ -110,7 +110,7 @@ def code_sha256() -> str:
 
 
 def _digest(record: dict) -> str:
-    return json_sha256({k: v for k, v in record.items() if k not in ("sha256", "cpu_s")})
+    return record_sha256(record)
 
 
 def make(tune_seeds=study.TUNE_SEEDS, seeds=study.EVAL_SEEDS) -> dict:
@@ -135,10 +135,7 @@ def make(tune_seeds=study.TUNE_SEEDS, seeds=study.EVAL_SEEDS) -> dict:
 
 def load(path: Path = RECORD) -> dict:
     """The committed record, refused if its content does not match its sha256."""
-    record = json.loads(Path(path).read_text())
-    if _digest(record) != record["sha256"]:
-        raise ValueError(f"{path}: content differs from its sha256; re-run python -m iclr25.blackbox.zo_pog_template")
-    return record
+    return load_record(path, "python -m iclr25.blackbox.zo_pog_template")
 
 
 if __name__ == "__main__":

@@ -45,3 +45,18 @@ def check_sha256(path: str | Path, expected: str, *, data: bytes | None = None) 
         raise ValueError(f"{path} has sha256 {digest[:12]}…, but its record says {expected[:12]}…: "
                          "the file changed after the run that recorded it; re-run its package script")
     return raw
+
+
+def record_sha256(record: dict[str, Any], *, skip: tuple[str, ...] = ("sha256", "cpu_s")) -> str:
+    """The sha256 of a result record without its own digest and its timing (``skip``): what a package
+    script stores as ``record["sha256"]`` and what :func:`load_record` checks."""
+    return json_sha256({k: v for k, v in record.items() if k not in skip})
+
+
+def load_record(path: str | Path, rerun: str) -> dict[str, Any]:
+    """A committed JSON record, refused with ``ValueError`` if its content does not match the
+    ``sha256`` it stores; ``rerun`` names the command that re-makes it (put in the error)."""
+    record = json.loads(Path(path).read_text())
+    if record_sha256(record) != record.get("sha256"):
+        raise ValueError(f"{path}: content differs from its sha256; re-run {rerun}")
+    return record
