@@ -411,5 +411,6 @@ def test_kv_injection_copies_and_per_sample_layer_masks_equal_separate_runs(unet
     both = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, gamma, tau, torch.full((4,), 6.0), masks, copies=2)
     every = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, gamma[:2], tau[:2], torch.full((2,), 6.0))
     dec = kv_injection_transfer(unet, sched, xs_c, zs_c, xs_r, gamma[2:], tau[2:], torch.full((2,), 6.0), decoder)
-    assert torch.allclose(both[:2], every, atol=1e-5) and torch.allclose(both[2:], dec, atol=1e-5)
-    assert (every - dec).abs().max() > 1e-3                   # the layer set matters
+    # equal up to float32 reduction order (batch sizes differ, and so do kernels across CPUs: 1e-4 relative)
+    assert torch.allclose(both[:2], every, rtol=1e-4, atol=1e-4) and torch.allclose(both[2:], dec, rtol=1e-4, atol=1e-4)
+    assert (every - dec).abs().max() > 1e-2 * every.abs().max()   # the layer set matters, far beyond that
