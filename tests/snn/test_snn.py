@@ -504,9 +504,15 @@ def test_committed_extra_record_loads_and_covers_its_runs():
         if x["role"] == "patience":
             assert x["patience"] == LONG_PATIENCE and x["epochs_run"] - 1 - x["best_epoch"] <= LONG_PATIENCE
     assert len(weights) == len(manifest["runs"]) == 3 * 8 + 2 * 8
-    x = next(x for x in manifest["runs"] if x["name"] == "uncoupled")
-    _, again = train("uncoupled", x["lr"], x["seed"], forecast_data(), missing=x["missing"], epochs=1)
+    data = forecast_data()
+    # the clean patience-15 TS-LIF run reproduces to < 1e-7 under AVX-512, AVX2 and portable (SSE4.1) kernels
+    x = next(x for x in manifest["runs"] if x["name"] == "TS-LIF" and x["role"] == "patience")
+    _, again = train("TS-LIF", x["lr"], x["seed"], data, missing=x["missing"], epochs=1)
     assert abs(again["train_mse"][0] / x["train_mse"][0] - 1) < 1e-3
+    # a masked ablation: under portable kernels a spike that flips moves its first epoch by 0.4 %, so only 1e-2
+    x = next(x for x in manifest["runs"] if x["name"] == "uncoupled")
+    _, again = train("uncoupled", x["lr"], x["seed"], data, missing=x["missing"], epochs=1)
+    assert abs(again["train_mse"][0] / x["train_mse"][0] - 1) < 1e-2
 
 
 
