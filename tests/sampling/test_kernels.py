@@ -118,3 +118,11 @@ def test_svgd_terms_is_the_velocity_and_the_stein_sum(kernel):
     drive, stein_sum = kernel.svgd_terms(X, S)
     torch.testing.assert_close(drive, kernel.matrix(X, X).transpose(-1, -2) @ S + kernel.repulsion(X, X))
     torch.testing.assert_close(stein_sum, stein_kernel_matrix(X, S, kernel).sum((-1, -2)))
+
+
+@pytest.mark.parametrize("kernel", [RBF(0.7), IMQ(1.0, -0.5), Matern52(1.3), Linear(0.5), Matern52(1.0) + Linear(1.0)])
+def test_gram_and_repulsion_equal_the_separate_calls(kernel):
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(2, 7, 3, generator=g, dtype=torch.float64)
+    K, R = kernel.gram_and_repulsion(X)
+    assert torch.equal(K, kernel.matrix(X, X)) and torch.equal(R, kernel.repulsion(X, X))

@@ -50,6 +50,11 @@ class Kernel:
         """
         raise NotImplementedError
 
+    def gram_and_repulsion(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """``(matrix(X, X), repulsion(X, X))``, the two Gram quantities of an SVGD step (radial kernels share
+        one pass over the pairwise distances)."""
+        return self.matrix(X, X), self.repulsion(X, X)
+
     def svgd_terms(self, X: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:
         """``(N phi, N^2 KSD_V^2)`` for particles ``X (..., N, d)`` with scores ``S``: the SVGD
         velocity times ``N``, ``(..., N, d)``, and the sum of the Stein kernel matrix, ``(...)``."""
@@ -80,6 +85,10 @@ class RadialKernel(Kernel):
     def stein(self, X: Tensor, Y: Tensor, SX: Tensor, SY: Tensor) -> Tensor:
         u = sq_dists(X, Y)
         return self._stein(X, Y, SX, SY, u, *self.profile(u))
+
+    def gram_and_repulsion(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        f, f1, _ = self.profile(sq_dists(X, X))
+        return f, 2.0 * (f1.transpose(-1, -2) @ X - f1.sum(-2).unsqueeze(-1) * X)
 
     def svgd_terms(self, X: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:
         # one sq_dists and one profile serve the drift, the repulsion and the Stein kernel
@@ -203,6 +212,10 @@ class SumKernel(Kernel):
 
     def stein(self, X: Tensor, Y: Tensor, SX: Tensor, SY: Tensor) -> Tensor:
         return sum(k.stein(X, Y, SX, SY) for k in self.kernels)  # type: ignore[return-value]
+
+    def gram_and_repulsion(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        parts = [k.gram_and_repulsion(X) for k in self.kernels]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)  # type: ignore[return-value]
 
     def svgd_terms(self, X: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:
         parts = [k.svgd_terms(X, S) for k in self.kernels]

@@ -18,18 +18,22 @@ from .kernels import Kernel
 from .stein import ScoreFn, check_particles, ksd_from_scores, scores
 
 
-def svgd_direction(X: Tensor, S: Tensor, kernel: Kernel) -> Tensor:
-    """The SVGD velocity ``phi (..., N, d)`` at particles ``X`` with scores ``S`` (both ``(..., N, d)``)."""
+def svgd_direction(X: Tensor, S: Tensor, kernel: Kernel, repulsion_scale: float = 1.0) -> Tensor:
+    """The SVGD velocity ``phi (..., N, d)`` at particles ``X`` with scores ``S`` (both ``(..., N, d)``).
+
+    ``repulsion_scale`` multiplies the repulsion term (1: SVGD; below 1: a degraded sampler whose drift is
+    intact but whose particles repel too weakly, a control that breaks only the mechanism)."""
     check_particles(X, S)
-    K = kernel.matrix(X, X)  # K[j, i] = k(x_j, x_i)
+    K, rep = kernel.gram_and_repulsion(X)  # K[j, i] = k(x_j, x_i); the summed repulsions
     drift = K.transpose(-1, -2) @ S  # sum_j k(x_j, x_i) s(x_j)
-    return (drift + kernel.repulsion(X, X)) / X.shape[-2]
+    return (drift + (rep if repulsion_scale == 1.0 else repulsion_scale * rep)) / X.shape[-2]
 
 
-def svgd_step(X: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float) -> Tensor:
-    """One explicit Euler step of SVGD: ``X + eta * phi(X)``; ``X`` is ``(..., N, d)``."""
+def svgd_step(X: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float, repulsion_scale: float = 1.0) -> Tensor:
+    """One explicit Euler step of SVGD: ``X + eta * phi(X)``; ``X`` is ``(..., N, d)`` (``repulsion_scale``:
+    see :func:`svgd_direction`)."""
     check_particles(X)
-    return X + eta * svgd_direction(X, scores(score_fn, X), kernel)
+    return X + eta * svgd_direction(X, scores(score_fn, X), kernel, repulsion_scale)
 
 
 def svgd_jacobian_rbf_std_normal(X: Tensor, h: float) -> Tensor:
