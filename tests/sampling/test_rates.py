@@ -9,7 +9,7 @@ import torch
 from iclr25.sampling import (RBF, Linear, Matern52, exponent, gaussian_langevin_law, iid_expected_ksd2_rbf,
                              iid_expected_w2sq_gaussian_1d, iid_expected_w2sq_std_normal_1d, ksd, local_slopes,
                              lsq_slope, normal_order_means, ratio_slope, standard_gaussian_score, svgd_direction,
-                             svgd_step, verdict_below, wasserstein2_std_normal_1d)
+                             svgd, svgd_step, verdict_below, wasserstein2_std_normal_1d)
 
 
 def test_verdict_below_three_ways():
@@ -55,7 +55,8 @@ def test_ratio_slope_against_a_constant_reference_and_with_pairing():
 
 def test_langevin_law_ends_at_the_target_and_starts_at_rho0():
     m, s = gaussian_langevin_law(0.0, np.array([2.0, 2.0]), 0.5)
-    np.testing.assert_allclose(m, [2.0, 2.0]) and math.isclose(s, 0.5)
+    np.testing.assert_allclose(m, [2.0, 2.0])
+    assert math.isclose(s, 0.5)
     m, s = gaussian_langevin_law(50.0, np.array([2.0, 2.0]), 0.5)
     assert np.abs(m).max() < 1e-12 and s == pytest.approx(1.0, abs=1e-12)
 
@@ -108,3 +109,19 @@ def test_repulsion_scale_is_linear_in_the_repulsion(kernel):
     torch.testing.assert_close(svgd_direction(X, S, kernel, repulsion_scale=0.8), none + 0.8 * (full - none))
     torch.testing.assert_close(svgd_step(X, standard_gaussian_score, kernel, 0.1, repulsion_scale=1.0),
                                X + 0.1 * full)
+
+
+@pytest.mark.parametrize("record_every", [1, 3])
+def test_svgd_run_with_a_repulsion_scale_is_the_scaled_steps_and_the_true_ksd(record_every):
+    g = torch.Generator().manual_seed(11)
+    X0, kernel, n = torch.randn(2, 7, 2, generator=g, dtype=torch.float64), RBF(1.0), 6
+    X_end, trace = svgd(X0, standard_gaussian_score, kernel, 0.2, n, record_every, repulsion_scale=0.8)
+    X, expect = X0.clone(), []
+    for t in range(n + 1):
+        if t % record_every == 0:
+            expect.append(ksd(X, standard_gaussian_score, kernel))
+        if t < n:
+            X = svgd_step(X, standard_gaussian_score, kernel, 0.2, repulsion_scale=0.8)
+    torch.testing.assert_close(X_end, X)
+    torch.testing.assert_close(trace, torch.stack(expect))
+    assert not torch.allclose(X_end, svgd(X0, standard_gaussian_score, kernel, 0.2, n)[0])   # the scale acts

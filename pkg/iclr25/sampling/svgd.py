@@ -65,10 +65,11 @@ def _check_run(eta: float, n_steps: int, record_every: int) -> None:
 
 
 def svgd(X0: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float, n_steps: int,
-         record_every: int = 1) -> tuple[Tensor, Tensor]:
+         record_every: int = 1, repulsion_scale: float = 1.0) -> tuple[Tensor, Tensor]:
     """Run ``n_steps`` SVGD steps from ``X0 (..., N, d)``, recording the V-statistic KSD^2.
 
     The KSD uses the Stein kernel of the same ``kernel`` and shares the score evaluations.
+    ``repulsion_scale`` (see :func:`svgd_direction`) runs the degraded sampler; its KSD^2 is the true one.
 
     Returns
     -------
@@ -81,14 +82,16 @@ def svgd(X0: Tensor, score_fn: ScoreFn, kernel: Kernel, eta: float, n_steps: int
     for t in range(n_steps + 1):
         S = scores(score_fn, X)
         record = t % record_every == 0
-        if record and t < n_steps:  # the KSD and the step share one pass over the Gram quantities
+        if record and t < n_steps and repulsion_scale == 1.0:  # KSD and step share one Gram pass
             drive, stein_sum = kernel.svgd_terms(X, S)
             trace.append(stein_sum / n**2)
             X = X + (eta / n) * drive
-        elif record:
+        elif record:  # at t = n_steps, or the degraded sampler: the true KSD, then the scaled step
             trace.append(ksd_from_scores(X, S, kernel))
+            if t < n_steps:
+                X = X + eta * svgd_direction(X, S, kernel, repulsion_scale)
         elif t < n_steps:  # at t = n_steps only the KSD may be recorded: no step beyond n_steps
-            X = X + eta * svgd_direction(X, S, kernel)
+            X = X + eta * svgd_direction(X, S, kernel, repulsion_scale)
     return X, torch.stack(trace)
 
 
