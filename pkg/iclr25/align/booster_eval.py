@@ -125,7 +125,7 @@ def null_bar(streams: Sequence[Sequence[float]], n_seeds: int | None = None) -> 
     n = len(streams) if n_seeds is None else n_seeds
     sigma0 = float(np.sqrt(np.mean([np.var(v, ddof=1) for v in streams])))
     k = len(streams[0])
-    return sigma0, max(select_booster.HELP_NLL_BAR, HELP_NULL_K * sigma0 * np.sqrt(1 + 1 / k) / np.sqrt(n))
+    return sigma0, float(max(select_booster.HELP_NLL_BAR, HELP_NULL_K * sigma0 * np.sqrt(1 + 1 / k) / np.sqrt(n)))
 
 
 def admissible_ref(row: dict[str, Any], sft: dict[str, Any], ref: Sequence[float], bar: float) -> bool:
@@ -244,7 +244,7 @@ def record(out: Path | None = EVAL_FILE, verbose: bool = True) -> dict[str, Any]
            "cpu_s": round(time.process_time() - t0, 1), "eval": ev}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(res) + "\n")
+        Path(out).write_text(json.dumps(res, default=float) + "\n")
     return res
 
 
