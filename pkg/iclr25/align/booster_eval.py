@@ -216,7 +216,8 @@ def reference(sel: dict[str, Any], verbose: bool = True) -> dict[str, Any]:
 
 def record(out: Path | None = EVAL_FILE, verbose: bool = True) -> dict[str, Any]:
     """The reference on the tuning seeds, then on every evaluation seed SFT's streams and the recorded arms
-    (:data:`RECORDED`) at the points the reselection chose; written to ``out``."""
+    (:data:`RECORDED`) at the points the reselection chose; written to ``out``, with the CPU kernel selection it
+    ran under (200 steps of training amplify rounding: another selection gives other numbers of the same law)."""
     t0 = time.process_time()
     torch.set_num_threads(1)
     sel = select_booster.load_select()
@@ -241,6 +242,7 @@ def record(out: Path | None = EVAL_FILE, verbose: bool = True) -> dict[str, Any]
     res = {"tuning": tun, "hp": hp, "eval_seeds": list(EVAL_SEEDS), "recorded": {m: list(v) for m, v in RECORDED.items()},
            "arm_lengths": {m: list(v) for m, v in ARM_LENGTHS.items()}, "p": P_MAIN, "streams": list(SFT_STREAMS),
            "select_code_sha256": sel["code_sha256"], "code_sha256": code_sha256(),
+           "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # alignment is chaotic in float rounding
            "cpu_s": round(time.process_time() - t0, 1), "eval": ev}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
