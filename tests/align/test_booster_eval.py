@@ -53,3 +53,11 @@ def test_committed_record():
         assert sorted(e["arms"]) == sorted(m for m, seeds in be.RECORDED.items() if s in seeds)
         for m, o in e["arms"].items():
             assert sorted(int(k) for k in o["long"]) == list(be.ARM_LENGTHS[m])
+
+
+def test_committed_records_were_made_by_this_code():
+    """Each committed record's stored code hash equals the hash of the code now: a change to the code that made
+    it must be followed by a re-run (or, where it is bit-identical, a re-verified re-stamp) of the record."""
+    from iclr25.align import select_booster as sb
+    assert be.load_eval()["code_sha256"] == be.code_sha256()
+    assert load_select()["code_sha256"] == sb.code_sha256()
