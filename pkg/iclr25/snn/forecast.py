@@ -154,6 +154,7 @@ class FitResult:
     val_mse: list[float] = field(default_factory=list)
     train_mse: list[float] = field(default_factory=list)
     best_epoch: int = -1
+    snapshot: dict | None = None
 
     @property
     def best_val(self) -> float:
@@ -178,10 +179,14 @@ def predict(model: nn.Module, X: Tensor, batch_size: int = 1024, missing: float 
 
 def fit(model: nn.Module, X: Tensor, Y: Tensor, X_val: Tensor, Y_val: Tensor, *, lr: float, epochs: int,
         batch_size: int, seed: int, missing: float = 0.0, after_epoch: Callable[[nn.Module], None] | None = None,
-        patience: int | None = None) -> FitResult:
+        patience: int | None = None, snapshot_patience: int | None = None) -> FitResult:
     """Train with Adam on the MSE of the forecasts (data scale), keep the weights of the best epoch on
     the validation MSE. ``patience=None`` runs every epoch; otherwise training stops once the
     validation MSE has not improved for ``patience`` epochs (at most ``epochs`` in all).
+
+    ``snapshot_patience=q`` (below ``patience``) also keeps what a run with patience ``q`` would have
+    returned: training is the same up to the epoch where that run stops, so ``result.snapshot`` holds
+    its number of epochs, best epoch and best weights (``None`` if patience ``q`` never fired).
 
     ``X`` ``(N, L, C)``, ``Y`` ``(N, horizon, C)`` on the model's device. Shuffling and missing-input
     masks come from a generator seeded with ``seed``; validation masks from ``seed + 1``.
@@ -207,6 +212,9 @@ def fit(model: nn.Module, X: Tensor, Y: Tensor, X_val: Tensor, Y_val: Tensor, *,
         result.val_mse.append(val if np.isfinite(val) else float("inf"))
         if result.val_mse[-1] <= min(result.val_mse):
             result.best_epoch, best_state = epoch, copy.deepcopy(model.state_dict())
+        if (snapshot_patience is not None and result.snapshot is None
+                and epoch - result.best_epoch >= snapshot_patience):
+            result.snapshot = dict(epochs_run=epoch + 1, best_epoch=result.best_epoch, state=copy.deepcopy(best_state))
         if patience is not None and epoch - result.best_epoch >= patience:
             break
     if best_state is not None:
