@@ -9,6 +9,7 @@ from iclr25.bandits import ladder_study as study
 class _Result:
     def __init__(self, regret):
         self.regret = regret
+        self.info = {}
 
 
 @pytest.mark.parametrize("method,M", [("elimination", 2), ("elimination", 3), ("frozen LinUCB", 3),
@@ -45,6 +46,13 @@ def test_record_loads_and_has_every_part():
                 a = arrays[study.key(method, M, part)]
                 assert a.shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
     assert arrays[study.key("LinUCB", None, "total")].shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
+    assert study.has_long(arrays)
+    for k in [study.key(m, M, p, long=True) for m in study.LONG_METHODS for M in study.MS for p in study.PARTS]:
+        assert arrays[k].shape == (len(study.LONG_HORIZONS), study.N_GAPS, study.STREAMS)
+    for m in study.TUNED:
+        for M in study.TUNED_MS:
+            for p in study.PARTS + (("kept",) if m == "elimination tuned" else ()):
+                assert arrays[study.key(m, M, p)].shape == (len(study.HORIZONS), study.N_GAPS, study.STREAMS)
 
 
 def test_record_code_sha256_and_reuse_refused_on_mismatch(monkeypatch, tmp_path):
@@ -81,3 +89,48 @@ def test_tuned_frozen_challenger_uses_its_scale(monkeypatch):
     study.run_cell("frozen LinUCB, geometric grid", 2, 400, env=env)
     geo = list(study.grid_of("frozen LinUCB, geometric grid", 400, 2))
     assert seen == [(geo, study.FROZEN_C), (geo, 1.0)]
+
+
+def test_long_keys_and_concatenation():
+    """The long extension's arrays are named apart from the base ones; with_long stacks the base horizons, then
+    the long ones; has_long needs every long method's parts and sequential LinUCB."""
+    assert study.key("elimination", 3, "post", long=True) == "elimination|3|post|long"
+    assert study.key("LinUCB", None, "total", long=True) == "LinUCB|T|total|long"
+    G, R = 2, 3
+    base = np.arange(len(study.HORIZONS) * G * R, dtype=float).reshape(len(study.HORIZONS), G, R)
+    long_ = -np.ones((len(study.LONG_HORIZONS), G, R))
+    arrays = {study.key("elimination", 2, "total"): base, study.key("elimination", 2, "total", long=True): long_}
+    both = study.with_long(arrays, "elimination", 2, "total")
+    assert both.shape == (len(study.HORIZONS) + len(study.LONG_HORIZONS), G, R)
+    np.testing.assert_array_equal(both[:len(study.HORIZONS)], base)
+    np.testing.assert_array_equal(both[len(study.HORIZONS):], long_)
+    assert not study.has_long(arrays)
+    full = {study.key(m, M, p, long=True): long_ for m in study.LONG_METHODS for M in study.MS for p in study.PARTS}
+    assert not study.has_long(full)
+    full[study.key("LinUCB", None, "total", long=True)] = long_
+    assert study.has_long(full)
+    assert all(T_long > max(study.HORIZONS) for T_long in study.LONG_HORIZONS)
+
+
+def test_tuned_head_to_head_shares_the_tuned_grid_and_scales(monkeypatch):
+    """Both tuned methods run on the tuned elimination's own minimax grid (u = ELIM_C^2 u_eff), the paper's
+    algorithm with beta_scale ELIM_C, frozen LinUCB with SAME_GRID_C; the kept part comes with elimination only."""
+    env = study.env_of(np.array([0.5]), 2)
+    seen = []
+
+    def fake(name):
+        def run(env_, T_, grid, **kw):
+            seen.append((name, list(grid), kw.get("beta_scale", 1.0)))
+            out = _Result(np.zeros((len(env_.theta), T_)))
+            out.info = {"opt_kept_runs": np.ones(len(env_.theta))} if name == "elim" else {}
+            return out
+        return run
+    monkeypatch.setattr(study, "batched_elimination", fake("elim"))
+    monkeypatch.setattr(study, "batched_linucb", fake("frozen"))
+    T, M = 2000, 3
+    e = study.run_cell_kept("elimination tuned", M, T, env=env)
+    f = study.run_cell_kept("frozen LinUCB tuned, same grid", M, T, env=env)
+    tuned_grid = list(study.batch_schedule(T, M, 1, study.ELIM_C ** 2 * study.u_of(T, M)))
+    assert tuned_grid != list(study.grid_of("elimination", T, M))
+    assert seen == [("elim", tuned_grid, study.ELIM_C), ("frozen", tuned_grid, study.SAME_GRID_C)]
+    assert e[3] is not None and e[3].shape == (1, 2) and f[3] is None
