@@ -292,6 +292,7 @@ def test_weak_feedback_committed_runs_consistent():
         assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])
         assert all(abs(g["strict"] - np.mean(g["per_seed_strict"])) < 1e-12 for g in rows)
         assert all(abs(g["strict_named"] - np.mean(g["per_seed_strict_named"])) < 1e-12 for g in rows)
+    assert [row["seed"] for row in r["size_at_pool"]] == list(WF.W2_SEEDS)
     assert not set(WF.W2_SEEDS) & set(WF.STUDENT_TUNING_SEEDS + (WF.TUNING_SEED,) + WF.EVAL_SEEDS)
     assert [row["seed"] for row in r["bt_sweep"]] == list(WF.EVAL_SEEDS)
 
