@@ -470,11 +470,12 @@ def test_ingredient_accuracy_bounds():
     assert 0.0 <= tiny < small <= 1.0 and small > 0.9
 
 
-def test_bt_annotator_calibrated_and_noise_on_close_pairs():
-    """The Bradley-Terry-only annotator: its temperature gives the target expected accuracy with no coin
-    flips (closed form of :func:`expected_accuracy` at eps 0), its labels are deterministic, and its
-    errors fall on close pairs: on pairs whose gold rewards differ by less than 1 it is less accurate
-    than the coin-flip human of the same overall accuracy."""
+def test_hotter_bt_annotator_calibrated_errors_grow_on_close_pairs_but_mostly_lie_elsewhere():
+    """The hotter Bradley-Terry annotator: its temperature gives the target expected accuracy with no coin
+    flips (closed form of :func:`expected_accuracy` at eps 0), its labels are deterministic; its errors
+    grow as the reward gap shrinks (less accurate than the coin-flip human of the same overall accuracy
+    on pairs whose gold rewards differ by less than 1, more accurate on pairs 2 or more apart), yet most
+    of its expected errors lie on pairs 1 or more apart: it is not a close-call annotator."""
     import iclr25.align.weak_feedback as WF
     from iclr25.align.dpo import gold_rewards
 
@@ -492,6 +493,11 @@ def test_bt_annotator_calibrated_and_noise_on_close_pairs():
     close = [p for p, g in zip(pairs, dr) if 0 < g < 1]
     assert len(close) > 100
     assert expected_accuracy(close, eps=0.0, tau=tau) < expected_accuracy(close, eps=d.eps, tau=WF.TAU) - 0.02
+    far = [p for p, g in zip(pairs, dr) if g >= 2]
+    assert expected_accuracy(far, eps=0.0, tau=tau) > expected_accuracy(far, eps=d.eps, tau=WF.TAU)
+    g = dr[dr > 0]
+    err = 1 - noisy_preference_prob(g, 0.0, tau)
+    assert 0.1 < err[g < 1].sum() / err.sum() < 0.5     # a minority of the errors are close calls
 
 
 def test_grid_assemble_takes_skipped_cells_from_the_committed_grid():
