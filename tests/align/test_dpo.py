@@ -295,6 +295,24 @@ def test_weak_feedback_committed_runs_consistent():
     assert [row["seed"] for row in r["size_at_pool"]] == list(WF.W2_SEEDS)
     assert not set(WF.W2_SEEDS) & set(WF.STUDENT_TUNING_SEEDS + (WF.TUNING_SEED,) + WF.EVAL_SEEDS)
     assert [row["seed"] for row in r["bt_sweep"]] == list(WF.EVAL_SEEDS)
+    assert [row["seed"] for row in r["size_at_labeled"]] == list(WF.W2_SEEDS)
+
+
+def test_size_at_labeled_reproduces_the_sweep():
+    """The W2 part at |D_l| = N_LABELED on the extra seeds trains the teachers as the committed sweep
+    does: on the sweep's first seed it gives the sweep's small and base rows at that size (to a label flip or
+    two, which another CPU kernel may cause)."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.weak_feedback_w2 import size_at_labeled
+
+    torch.set_num_threads(1)
+    r = WF.load_runs()
+    pre = {m: load_world_lm(m) for m in ("small", "base")}
+    row = size_at_labeled(pre, pre["small"][1], [r["sweep"][0]["seed"]], r["teacher_epochs"], verbose=False)[0]
+    for name in ("small", "base"):
+        key = f"{name}/{WF.N_LABELED}"
+        want = r["sweep"][0]["teacher"][key]
+        assert all(abs(row["teacher"][key][k] - want[k]) < 5e-3 for k in row["teacher"][key]), (key, row["teacher"][key], want)
 
 
 def test_committed_bt_sweep_annotator_recomputed():
