@@ -292,6 +292,39 @@ def test_weak_feedback_committed_runs_consistent():
         assert (best["beta"], best["epochs"]) == (r["student_chosen"][c]["beta"], r["student_chosen"][c]["epochs"])
         assert all(abs(g["strict"] - np.mean(g["per_seed_strict"])) < 1e-12 for g in rows)
         assert all(abs(g["strict_named"] - np.mean(g["per_seed_strict_named"])) < 1e-12 for g in rows)
+    assert [row["seed"] for row in r["size_at_pool"]] == list(WF.W2_SEEDS)
+    assert not set(WF.W2_SEEDS) & set(WF.STUDENT_TUNING_SEEDS + (WF.TUNING_SEED,) + WF.EVAL_SEEDS)
+    assert [row["seed"] for row in r["bt_sweep"]] == list(WF.EVAL_SEEDS)
+    assert [row["seed"] for row in r["size_at_labeled"]] == list(WF.W2_SEEDS)
+
+
+def test_size_at_labeled_reproduces_the_sweep():
+    """The W2 part at |D_l| = N_LABELED on the extra seeds trains the teachers as the committed sweep
+    does: on the sweep's first seed it gives the sweep's small and base rows at that size (to a label flip or
+    two, which another CPU kernel may cause)."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.weak_feedback_w2 import size_at_labeled
+
+    torch.set_num_threads(1)
+    r = WF.load_runs()
+    pre = {m: load_world_lm(m) for m in ("small", "base")}
+    row = size_at_labeled(pre, pre["small"][1], [r["sweep"][0]["seed"]], r["teacher_epochs"], verbose=False)[0]
+    for name in ("small", "base"):
+        key = f"{name}/{WF.N_LABELED}"
+        want = r["sweep"][0]["teacher"][key]
+        assert all(abs(row["teacher"][key][k] - want[k]) < 5e-3 for k in row["teacher"][key]), (key, row["teacher"][key], want)
+
+
+def test_committed_bt_sweep_annotator_recomputed():
+    """The committed Bradley-Terry-only annotator's temperature and accuracies equal a recomputation
+    (no training) on one sweep seed."""
+    import iclr25.align.weak_feedback as WF
+
+    row = WF.load_runs()["bt_sweep"][0]
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, row["seed"])
+    _, u, tau = WF.bt_labels(d)
+    assert abs(tau - row["tau"]) < 1e-12 and WF.kind_accuracy(u, d.unlabeled) == row["annotator"]
 
 
 def test_rule_labels_learn_the_mode_order():
@@ -453,3 +486,59 @@ def test_ingredient_accuracy_bounds():
     t, _ = load_world_lm("tiny")
     small, tiny = WF.ingredient_accuracy(m, world, world.dishes), WF.ingredient_accuracy(t, world, world.dishes)
     assert 0.0 <= tiny < small <= 1.0 and small > 0.9
+
+
+def test_hotter_bt_annotator_calibrated_errors_grow_on_close_pairs_but_mostly_lie_elsewhere():
+    """The hotter Bradley-Terry annotator: its temperature gives the target expected accuracy with no coin
+    flips (closed form of :func:`expected_accuracy` at eps 0), its labels are deterministic; its errors
+    grow as the reward gap shrinks (less accurate than the coin-flip human of the same overall accuracy
+    on pairs whose gold rewards differ by less than 1, more accurate on pairs 2 or more apart), yet most
+    of its expected errors lie on pairs 1 or more apart: it is not a close-call annotator."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.dpo import gold_rewards
+
+    _, world = load_world_lm("tiny")
+    d = WF.seed_data(world, 5)
+    pool, u, tau = WF.bt_labels(d)
+    pairs = d.pool[:WF.N_LABELED] + d.unlabeled
+    assert abs(expected_accuracy(pairs, eps=0.0, tau=tau) - WF.TARGET) < 1e-9
+    assert tau > WF.TAU                       # fewer flips need a hotter Bradley-Terry annotator for the same accuracy
+    again = WF.bt_labels(d)
+    assert (again[0] == pool).all() and (again[1] == u).all() and again[2] == tau
+    acc = WF.kind_accuracy(u, d.unlabeled)
+    assert abs(acc["all"] - WF.TARGET) < 0.04 and len(pool) == WF.N_POOL
+    dr = np.abs(gold_rewards(pairs)[:, 0] - gold_rewards(pairs)[:, 1])
+    close = [p for p, g in zip(pairs, dr) if 0 < g < 1]
+    assert len(close) > 100
+    assert expected_accuracy(close, eps=0.0, tau=tau) < expected_accuracy(close, eps=d.eps, tau=WF.TAU) - 0.02
+    far = [p for p, g in zip(pairs, dr) if g >= 2]
+    assert expected_accuracy(far, eps=0.0, tau=tau) > expected_accuracy(far, eps=d.eps, tau=WF.TAU)
+    g = dr[dr > 0]
+    err = 1 - noisy_preference_prob(g, 0.0, tau)
+    assert 0.1 < err[g < 1].sum() / err.sum() < 0.5     # a minority of the errors are close calls
+
+
+def test_grid_assemble_takes_skipped_cells_from_the_committed_grid():
+    """Cells a part skipped come from the committed grid unchanged; new cells are the mean of the
+    tuning seeds; the choice is the argmax of strict_named; a cell in neither raises."""
+    import pytest
+
+    import iclr25.align.weak_feedback as WF
+
+    seeds = list(WF.STUDENT_TUNING_SEEDS)
+    cells = [(b, e) for b in WF.BETAS for e in WF.EPOCHS]
+    new = [c for c in cells if c[1] == max(WF.EPOCHS)]
+    old = {c: [{"beta": b, "epochs": e, "strict": 0.1, "strict_named": 0.2 + 0.01 * i, "per_seed_strict": [0.1, 0.1],
+                "per_seed_strict_named": [0.2 + 0.01 * i] * 2}
+               for i, (b, e) in enumerate(cells) if (b, e) not in new] for c in WF.GRID_CONDS}
+    parts = [{"seed": s, "sft": 0.0, "cells": {c: [{"beta": b, "epochs": e, "strict": 0.5 + j, "strict_named": 1.0 + j}
+                                                  for b, e in new] for c in WF.GRID_CONDS}}
+             for j, s in enumerate(seeds)]
+    g = WF.grid_assemble(parts, old)
+    for c in WF.GRID_CONDS:
+        rows = {(r["beta"], r["epochs"]): r for r in g["student_grid"][c]}
+        assert all(rows[(r["beta"], r["epochs"])] == r for r in old[c])
+        assert all(abs(rows[x]["strict_named"] - (1.0 + 0.5 * (len(seeds) - 1))) < 1e-12 for x in new)
+        assert g["student_chosen"][c]["epochs"] == max(WF.EPOCHS)
+    with pytest.raises(ValueError):
+        WF.grid_assemble(parts, None)

@@ -13,16 +13,20 @@ on a prefix of the pool, then label ``D_u`` by the implicit reward. Students
 ``n_student`` pairs of ``D_u`` with one condition's labels, gold reward of its answers on held-out
 prompts.
 
-``python -m iclr25.align.weak_feedback`` (about 10 minutes of one CPU core) writes
+``python -m iclr25.align.weak_feedback`` (about 15 minutes of one CPU core) writes
 ``grids/weak_feedback.json``: the teacher pilot on the tuning seed (epochs), the ``|D_l|`` sweep on
 the evaluation seeds (accuracy per prompt kind and on same-mode / different-mode pairs, agreement with
 the human on same-mode pairs), and the student grid (beta x epochs per condition of
-:data:`GRID_CONDS`, DPO plus the NLL of the chosen response, chosen by the strict gold reward) on
-:data:`STUDENT_TUNING_SEEDS`, with plain DPO at each chosen cell as the control. The grid alone:
-``--part grid-cells --seeds S --conds C ... --out P.json`` per tuning seed and group of conditions
-(independent processes), then ``--part student-grid --merge P.json ...`` assembles them, runs the
-control and writes them into the record (``--part student-grid`` alone re-runs the whole grid).
-``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 8 minutes) writes
+:data:`GRID_CONDS`, DPO plus the NLL of the chosen response, chosen by the strict gold reward with F
+answers given the asked name) on :data:`STUDENT_TUNING_SEEDS`, with plain DPO at each chosen cell as
+the control. Parts added to that record: ``--part base-teacher`` (the third teacher, ``base``: its
+pilot and sweep), the prompt-type rule per sweep seed (``rule_sweep``, with the grid), ``--part
+size-at-pool`` (``small`` and ``base`` at ``|D_l|`` = :data:`N_POOL` on :data:`W2_SEEDS`) and ``--part
+bt-sweep`` (the Bradley-Terry-only annotator, :func:`bt_labels`, and weak-M and the rule on its labels).
+The grid alone: ``--part grid-cells --seeds S --conds C ... --out P.json`` per tuning seed and group of
+conditions (``--new-cells``: only the cells the committed grid lacks), then ``--part student-grid
+--merge P.json ...`` assembles them and ``--part grid-plain`` runs the control.
+``python -m iclr25.align.weak_feedback --part students [--seeds ...]`` (about 15 minutes) writes
 ``grids/weak_feedback_students.json``: the students of :data:`STUDENT_CONDS` on :data:`STUDENT_EVAL_SEEDS`
 with the grid's chosen hyper-parameters (:data:`OWN_CELL` for those not on the grid): gold reward
 plain and strict (:func:`strict_score`), per prompt kind, off-support rates, a few sample answers
@@ -44,7 +48,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from iclr25.align.dpo import (Reference, calibrate_eps, human_labels, label_accuracy, make_reference, pair_logps,
+from iclr25.align.dpo import (Reference, calibrate_eps, expected_accuracy, human_labels, label_accuracy, make_reference, pair_logps,
                               policy_answers, policy_gold_reward, response_mode, systematic_labels, train_dpo,
                               weak_teacher_labels)
 from iclr25.common.digest import file_sha256, json_sha256
@@ -66,11 +70,11 @@ STUDENT_SFT_STEPS = 80
 STUDENT_LR = 1e-3
 N_STUDENT = 600          #: the student's pairs (first of D_u) at full
 BETAS = (0.03, 0.1, 0.3, 1.0)
-EPOCHS = (1, 2, 4)
+EPOCHS = (1, 2, 4, 8)
 NLL_WEIGHT = 1.0         #: students: weight of the chosen response's per-token NLL added to DPO (RPO-style)
 TUNING_SEED = 0
 STUDENT_TUNING_SEEDS = (0, 9)   #: the student grid's seeds (none of them an evaluation seed)
-GRID_CONDS = ("human", "weak-M", "rule", "gold")   #: the conditions tuned on the student grid
+GRID_CONDS = ("human", "weak-M", "rule", "gold", "D_l only 1600")   #: the conditions tuned on the student grid
 EVAL_SEEDS = tuple(range(1, 9))
 STUDENT_EVAL_SEEDS = (*EVAL_SEEDS, *range(10, 18))   #: the student level's evaluation seeds (9 is a tuning seed)
 KINDS = ("F", "B", "H")
@@ -99,6 +103,29 @@ def seed_data(world: World, s: int) -> SeedData:
     hp = human_labels(pool, rng, eps=eps, tau=TAU)
     hu = human_labels(u, rng, eps=eps, tau=TAU)
     return SeedData(s, pool, u, list(split.eval_prompts), eps, hp, hu)
+
+
+def calibrate_tau(pairs: Sequence[PreferencePair], target: float) -> float:
+    """The Bradley-Terry temperature at which the annotator with no coin flips (``eps`` 0) agrees with
+    the gold label ``target`` of the time (:func:`expected_accuracy` falls from its value at small tau
+    to 1/2 as tau grows; bisection on log tau)."""
+    lo, hi = np.log(1e-3), np.log(1e3)
+    if not expected_accuracy(pairs, eps=0.0, tau=float(np.exp(hi))) < target < expected_accuracy(
+            pairs, eps=0.0, tau=float(np.exp(lo))):
+        raise ValueError(f"target {target} not reachable by the temperature alone")
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_accuracy(pairs, eps=0.0, tau=float(np.exp(mid))) > target else (lo, mid)
+    return float(np.exp((lo + hi) / 2))
+
+
+def bt_labels(d: SeedData) -> tuple[np.ndarray, np.ndarray, float]:
+    """The Bradley-Terry-only annotator of seed ``d``: no coin flips, its temperature raised until it
+    agrees with the gold label :data:`TARGET` of the time (as the human, calibrated on the same pairs),
+    so its errors fall on pairs of close gold reward. (pool labels (N_POOL,), D_u labels, tau)."""
+    tau = calibrate_tau(d.pool[:N_LABELED] + d.unlabeled, TARGET)
+    rng = np.random.default_rng([d.seed, 19])
+    return human_labels(d.pool, rng, eps=0.0, tau=tau), human_labels(d.unlabeled, rng, eps=0.0, tau=tau), tau
 
 
 def gold_labels(pairs: Sequence[PreferencePair]) -> np.ndarray:
@@ -190,6 +217,13 @@ def student_data(d: SeedData, labels_u: dict[str, np.ndarray], ref: Reference, n
     for c, lab in labels_u.items():
         data[c] = (u, lab[:n_student], ref.unlabeled_logps)
     return data
+
+
+def pool_data(world: World, d: SeedData, ref: Reference) -> tuple:
+    """The ``D_l only 1600`` condition: every pool pair with the human's labels and the student
+    reference's log-probs (the first :data:`N_LABELED` from ``ref``, the rest scored here)."""
+    extra = pair_logps(ref.model, world.vocab, d.pool[N_LABELED:N_POOL])
+    return d.pool, d.human_pool, torch.cat([ref.labeled_logps, extra.to(ref.labeled_logps.device)])
 
 
 def student_eval(ref: Reference, world: World, d: SeedData, pairs, labels, ref_logps, *, beta: float, epochs: float,
@@ -395,6 +429,50 @@ def add_base_teacher(part: dict[str, Any], out: Path = GRID_FILE) -> dict[str, A
     return finish(kept, [r["seed"] for r in kept["sweep"]], runs["cpu_s"] + part["cpu_s"], out)
 
 
+W2_SEEDS = tuple(range(10, 26))   #: the extra label-level seeds of the size claim at |D_l| = N_POOL (not tuning seeds)
+
+
+def size_at_pool(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, float],
+                 verbose: bool = True) -> list[dict[str, Any]]:
+    """The size claim at equal knowledge where it can be decided: the ``small`` and ``base`` teachers
+    DPO'd on the whole pool (``|D_l|`` = :data:`N_POOL`, human labels, each with its pilot's epochs),
+    :func:`kind_accuracy` of their labels of D_u on ``seeds`` (as :func:`size_sweep` at that size)."""
+    rows = []
+    for s in seeds:
+        d = seed_data(world, s)
+        row = {"seed": s, "teacher": {}}
+        for name in ("small", "base"):
+            ref = teacher_reference(pre[name][0], world, d, n_score=N_POOL)
+            row["teacher"][f"{name}/{N_POOL}"] = kind_accuracy(
+                teacher_labels_on_u(ref, world, d, N_POOL, d.human_pool, epochs[name]), d.unlabeled)
+        rows.append(row)
+        if verbose:
+            print("size at pool, seed", s, {k: round(v["all"], 3) for k, v in row["teacher"].items()}, flush=True)
+    return rows
+
+
+def bt_sweep(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, float],
+             verbose: bool = True) -> list[dict[str, Any]]:
+    """The label level with the Bradley-Terry-only annotator (:func:`bt_labels`) in place of the
+    human: per seed its temperature, :func:`kind_accuracy` of its labels of D_u, of the weak-M
+    teacher DPO'd on its labels of the first ``n`` pool pairs and of the prompt-type rule on them, for
+    ``n`` = :data:`N_LABELED` and :data:`N_POOL`."""
+    rows = []
+    for s in seeds:
+        d = seed_data(world, s)
+        bt_pool, bt_u, tau = bt_labels(d)
+        ref = teacher_reference(pre["small"][0], world, d, n_score=N_POOL)
+        row = {"seed": s, "tau": tau, "annotator": kind_accuracy(bt_u, d.unlabeled)}
+        for n in (N_LABELED, N_POOL):
+            row[f"weak-M/{n}"] = kind_accuracy(teacher_labels_on_u(ref, world, d, n, bt_pool, epochs["small"]), d.unlabeled)
+            row[f"rule/{n}"] = kind_accuracy(rule_labels(d.pool[:n], bt_pool[:n], d.unlabeled, bt_u), d.unlabeled)
+        rows.append(row)
+        if verbose:
+            print("BT sweep seed", s, round(tau, 3), {k: round(v["all"], 3) for k, v in row.items() if isinstance(v, dict)},
+                  flush=True)
+    return rows
+
+
 def rule_sweep(world: World, seeds: Sequence[int]) -> list[dict[str, Any]]:
     """The prompt-type rule (:func:`rule_labels` on the human labels of the first ``n`` pool pairs)
     on D_u of each sweep seed: :func:`kind_accuracy` per ``|D_l|`` of :data:`SIZES` (no training)."""
@@ -414,22 +492,28 @@ def grid_setup(pre: dict, world: World, s: int, epochs: dict[str, float]) -> tup
     weak = teacher_labels_on_u(ref, world, d0, N_LABELED, d0.human_pool, epochs["small"])
     rule = rule_labels(d0.pool[:N_LABELED], d0.human_pool[:N_LABELED], d0.unlabeled, d0.human_u)
     sref = student_reference(pre["base"][0], world, d0, N_STUDENT)
-    return d0, sref, student_data(d0, {"weak-M": weak, "rule": rule}, sref, N_STUDENT)
+    data = student_data(d0, {"weak-M": weak, "rule": rule}, sref, N_STUDENT)
+    data["D_l only 1600"] = pool_data(world, d0, sref)
+    return d0, sref, data
 
 
 def grid_cells(pre: dict, world: World, epochs: dict[str, float], s: int, conds: Sequence[str] = GRID_CONDS,
-               verbose: bool = True) -> dict[str, Any]:
+               verbose: bool = True, skip: dict[str, list] | None = None) -> dict[str, Any]:
     """One tuning seed of the student grid: per condition in ``conds`` and cell of :data:`BETAS` x
     :data:`EPOCHS` (DPO + NLL) the strict and plain gold reward of sampled answers, the off-support
-    rate and the chosen log-probability change (mean over all training steps and at the last step)."""
+    rate and the chosen log-probability change (mean over all training steps and at the last step).
+    ``skip``: per condition, the (beta, epochs) cells not to run (those a committed grid already
+    holds; :func:`grid_assemble` takes them from it: every cell is deterministic)."""
     d0, sref, data = grid_setup(pre, world, s, epochs)
     out = {"seed": s, "sft": float(answer_stats(sref.model, world, d0)["sampled_strict"].mean()), "cells": {}}
     for c in conds:
         out["cells"][c] = []
         for b in BETAS:
             for e in EPOCHS:
+                if [b, e] in (skip or {}).get(c, []):
+                    continue
                 r = student_eval(sref, world, d0, *data[c], beta=b, epochs=e)
-                out["cells"][c].append({"strict": float(r["sampled_strict"].mean()),
+                out["cells"][c].append({"beta": b, "epochs": e, "strict": float(r["sampled_strict"].mean()),
                                         "strict_named": float(r["sampled_strict_named"].mean()),
                                         "sampled": float(r["sampled"].mean()),
                                         "offsupport": r["offsupport"], "chosen": float(r["trace"]["chosen"][-1]),
@@ -439,23 +523,34 @@ def grid_cells(pre: dict, world: World, epochs: dict[str, float], s: int, conds:
     return out
 
 
-def grid_assemble(parts: Sequence[dict]) -> dict[str, Any]:
+def grid_assemble(parts: Sequence[dict], committed: dict[str, list] | None = None) -> dict[str, Any]:
     """Join :func:`grid_cells` parts (one per tuning seed and group of conditions) into the grid and
     choose each condition's cell by the mean strict gold reward with F answers given the asked name
-    (``strict_named``, the score that decides the student rows) over :data:`STUDENT_TUNING_SEEDS`."""
+    (``strict_named``, the score that decides the student rows) over :data:`STUDENT_TUNING_SEEDS`.
+    ``committed``: a committed grid whose cells the parts skipped (they are taken from it as they are)."""
     cells = [(b, e) for b in BETAS for e in EPOCHS]
-    by = {}
+    by: dict[str, dict] = {}
     for p in parts:
         for c, rows in p["cells"].items():
-            by.setdefault(c, {})[p["seed"]] = rows
+            for r in rows:
+                by.setdefault(c, {}).setdefault((r["beta"], r["epochs"]), {})[p["seed"]] = r
     sft = {p["seed"]: p["sft"] for p in parts}
     seeds = list(STUDENT_TUNING_SEEDS)
-    if set(by) != set(GRID_CONDS) or any(sorted(v) != sorted(seeds) for v in by.values()) or sorted(sft) != sorted(seeds):
-        raise ValueError("grid parts do not cover every condition and tuning seed")
-    grid = {c: [{"beta": b, "epochs": e, **{k: float(np.mean([by[c][s][i][k] for s in seeds])) for k in by[c][seeds[0]][i]},
-                 "per_seed_strict": [by[c][s][i]["strict"] for s in seeds],
-                 "per_seed_strict_named": [by[c][s][i]["strict_named"] for s in seeds]}
-                for i, (b, e) in enumerate(cells)] for c in GRID_CONDS}
+    old = {c: {(g["beta"], g["epochs"]): g for g in rows} for c, rows in (committed or {}).items()}
+
+    def cell(c: str, b: float, e: float) -> dict[str, Any]:
+        got = by.get(c, {}).get((b, e), {})
+        if sorted(got) != sorted(seeds):
+            if (b, e) in old.get(c, {}):
+                return old[c][(b, e)]
+            raise ValueError(f"grid parts do not cover {c} at beta {b}, {e} epochs on every tuning seed")
+        keys = [k for k in got[seeds[0]] if k not in ("beta", "epochs")]
+        return {"beta": b, "epochs": e, **{k: float(np.mean([got[s][k] for s in seeds])) for k in keys},
+                "per_seed_strict": [got[s]["strict"] for s in seeds],
+                "per_seed_strict_named": [got[s]["strict_named"] for s in seeds]}
+    if sorted(sft) != sorted(seeds):
+        raise ValueError("grid parts do not cover every tuning seed")
+    grid = {c: [cell(c, b, e) for b, e in cells] for c in GRID_CONDS}
     chosen = {c: max(rows, key=lambda g: g["strict_named"]) for c, rows in grid.items()}
     return {"student_grid": grid, "student_sft_tuning": [sft[s] for s in seeds],
             "student_chosen": {c: {"beta": g["beta"], "epochs": g["epochs"], "strict": g["strict"],
@@ -498,7 +593,7 @@ def refresh_student_grid(out: Path = GRID_FILE, verbose: bool = True, parts: Seq
                                                        "student_plain_dpo", "student_sft_tuning", "student_grid_cpu_s")}
     if parts:
         loaded = [json.loads(Path(f).read_text()) for f in parts]
-        g = grid_assemble(loaded)
+        g = grid_assemble(loaded, runs.get("student_grid"))
         g["student_plain_dpo"] = {}          # filled by ``--part grid-plain`` (it may run beside ``--part students``)
         cpu = sum(p.pop("cpu_s") for p in loaded) + time.process_time() - t0
     else:
@@ -528,10 +623,11 @@ def refresh_grid_plain(out: Path = GRID_FILE) -> dict[str, Any]:
 
 STUDENT_FILE = Path(__file__).parent / "grids" / "weak_feedback_students.json"
 STUDENT_CONDS = ("human", "weak-M", "rule", "gold", "D_l only", "random", "systematic", "human 62%", "weak-M 1600",
-                 "D_l only 1600")
+                 "D_l only 1600", "weak-S", "weak-base", "BT human", "weak-M BT")
 #: conditions not on the grid use the cell of the grid condition they vary
 OWN_CELL = {"D_l only": "human", "random": "human", "systematic": "human", "human 62%": "human",
-            "weak-M 1600": "weak-M", "D_l only 1600": "human"}
+            "weak-M 1600": "weak-M", "weak-S": "weak-M", "weak-base": "weak-M", "BT human": "human",
+            "weak-M BT": "weak-M"}
 MARGIN_DROP = 0.08       #: the margin-level failing student: human labels made this much less accurate (expected)
 N_EXAMPLES = 2           #: sampled answers per prompt kind kept per student and seed
 
@@ -553,22 +649,28 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
     the margin-level failing student (``human 62%``: the human labels of D_u with a share of them
     flipped, :func:`corrupted_labels`, so that their expected accuracy is :data:`MARGIN_DROP` below
     :data:`TARGET`); and the arm at ``|D_l|`` = :data:`N_POOL`: the weak-M teacher DPO'd on the whole
-    pool (``weak-M 1600``, weak-M's cell) and the human labels of the pool alone (``D_l only 1600``).
+    pool (``weak-M 1600``, weak-M's cell) and the human labels of the pool alone (``D_l only 1600``,
+    its own cell); the students of the other teachers at ``|D_l|`` = :data:`N_LABELED` (``weak-S``: tiny,
+    ``weak-base``: base, weak-M's cell); the Bradley-Terry-only annotator (:func:`bt_labels`) of D_u
+    (``BT human``, the human's cell) and weak-M taught by it (``weak-M BT``, weak-M's cell).
     Per condition: mean gold reward of sampled and greedy answers, per prompt kind, and the final
     chosen/rejected log-prob change."""
     d = seed_data(world, s)
     tref = teacher_reference(pre["small"][0], world, d, n_score=N_POOL)
     weak = teacher_labels_on_u(tref, world, d, N_LABELED, d.human_pool, epochs["small"])
     weak_big = teacher_labels_on_u(tref, world, d, N_POOL, d.human_pool, epochs["small"])
+    bt_pool, bt_u, _ = bt_labels(d)
+    other = {"BT human": bt_u, "weak-M BT": teacher_labels_on_u(tref, world, d, N_LABELED, bt_pool, epochs["small"])}
+    other |= {c: teacher_labels_on_u(teacher_reference(pre[name][0], world, d, n_score=N_LABELED), world, d, N_LABELED,
+                                    d.human_pool, epochs[name]) for c, name in (("weak-S", "tiny"), ("weak-base", "base"))}
     rule = rule_labels(d.pool[:N_LABELED], d.human_pool[:N_LABELED], d.unlabeled, d.human_u)
     sref = student_reference(pre["base"][0], world, d, n_student)
     sys_u = systematic_labels(world, d.unlabeled[:n_student], np.random.default_rng([s, 13]),
                               recognised=world.toxins[::5])
     drop = corrupted_labels(d.human_u[:n_student], MARGIN_DROP / (2 * TARGET - 1), np.random.default_rng([s, 17]))
     data = student_data(d, {"weak-M": weak, "rule": rule, "systematic": sys_u, "human 62%": drop,
-                            "weak-M 1600": weak_big}, sref, n_student)
-    extra = pair_logps(sref.model, world.vocab, d.pool[N_LABELED:N_POOL])
-    data["D_l only 1600"] = (d.pool, d.human_pool, torch.cat([sref.labeled_logps, extra.to(sref.labeled_logps.device)]))
+                            "weak-M 1600": weak_big, **other}, sref, n_student)
+    data["D_l only 1600"] = pool_data(world, d, sref)
     kinds = np.array([prompt_kind(world, p)[0] for p in d.eval_prompts])
 
     def summary(r: dict) -> dict[str, Any]:
@@ -596,7 +698,8 @@ def student_seed_run(pre: dict, world: World, s: int, n_student: int, epochs: di
 def student_inputs(runs: dict[str, Any]) -> dict[str, Any]:
     """What the student level takes from the grid record: weak-M's teacher epochs and the chosen
     cells (its recipe stores their sha256, so adding teachers or sweep rows to the record keeps it)."""
-    return {"teacher_epochs": {"small": runs["teacher_epochs"]["small"]}, "student_chosen": runs["student_chosen"]}
+    return {"teacher_epochs": {n: runs["teacher_epochs"][n] for n in ("tiny", "small", "base")},
+            "student_chosen": runs["student_chosen"]}
 
 
 def code_sha256() -> dict[str, str]:
@@ -611,7 +714,7 @@ def student_runs(seeds: Sequence[int] = STUDENT_EVAL_SEEDS, n_student: int = N_S
     torch.set_num_threads(1)
     t0 = time.process_time()
     runs = load_runs()
-    pre = {n: load_world_lm(n) for n in ("small", "base")}
+    pre = {n: load_world_lm(n) for n in ("tiny", "small", "base")}
     world = pre["small"][1]
     rows = []
     for s in seeds:
@@ -703,13 +806,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=GRID_FILE)
     ap.add_argument("--part", choices=["pilot", "sweep", "student", "student-grid", "grid-cells", "grid-plain", "students",
-                                       "base-teacher"])
+                                       "base-teacher", "size-at-pool", "bt-sweep"])
     ap.add_argument("--conds", nargs="*", default=list(GRID_CONDS))
     ap.add_argument("--n-student", type=int, default=N_STUDENT)
     ap.add_argument("--seeds", type=int, nargs="*", help="evaluation seeds (default: EVAL_SEEDS; students: "
                     "STUDENT_EVAL_SEEDS; grid-cells: the first is the tuning seed)")
     ap.add_argument("--epochs", type=float, nargs=2)
     ap.add_argument("--merge", type=Path, nargs="*")
+    ap.add_argument("--new-cells", action="store_true", help="grid-cells: only the cells the committed grid lacks")
     args = ap.parse_args()
     if args.seeds is None:
         args.seeds = list(STUDENT_EVAL_SEEDS if args.part == "students" else EVAL_SEEDS)
@@ -717,7 +821,10 @@ def main() -> None:
         torch.set_num_threads(1)
         t0 = time.process_time()
         pre = {n: load_world_lm(n) for n in ("small", "base")}
-        part = grid_cells(pre, pre["small"][1], load_runs()["teacher_epochs"], args.seeds[0], args.conds)
+        runs = load_runs()
+        skip = ({c: [[g["beta"], g["epochs"]] for g in rows] for c, rows in runs["student_grid"].items()}
+                if args.new_cells else None)
+        part = grid_cells(pre, pre["small"][1], runs["teacher_epochs"], args.seeds[0], args.conds, skip=skip)
         part["cpu_s"] = time.process_time() - t0
         args.out.write_text(json.dumps(part) + "\n")
         return
@@ -732,6 +839,22 @@ def main() -> None:
         part = base_teacher(pre, pre["small"][1], [r["seed"] for r in load_runs()["sweep"]])
         part["cpu_s"] = time.process_time() - t0
         args.out.write_text(json.dumps(part) + "\n")
+        return
+    if args.part in ("size-at-pool", "bt-sweep"):   # label-level additions, written into the record
+        torch.set_num_threads(1)
+        t0 = time.process_time()
+        pre = {n: load_world_lm(n) for n in ("small", "base")}
+        runs = load_runs()
+        key = args.part.replace("-", "_")
+        if args.part == "size-at-pool":
+            rows = size_at_pool(pre, pre["small"][1], W2_SEEDS, runs["teacher_epochs"])
+        else:
+            rows = bt_sweep(pre, pre["small"][1], [r["seed"] for r in runs["sweep"]], runs["teacher_epochs"])
+        cpu = time.process_time() - t0
+        kept = {k: v for k, v in runs.items() if k not in ("recipe", "cpu_s", "sha256")}
+        kept[key], kept[f"{key}_cpu_s"] = rows, round(cpu, 1)
+        finish(kept, [r["seed"] for r in runs["sweep"]], runs["cpu_s"] + cpu, GRID_FILE)
+        print(args.part, "cpu s", round(cpu, 1))
         return
     if args.part == "grid-plain":
         print("plain DPO control:", refresh_grid_plain(GRID_FILE)["student_plain_dpo"])
