@@ -359,6 +359,13 @@ def test_weak_feedback_committed_students_consistent():
     assert r["recipe"]["conditions"] == list(WF.STUDENT_CONDS) and r["recipe"]["chosen"] == g["student_chosen"]
     assert r["recipe"]["grid_inputs_sha256"] == json_sha256(WF.student_inputs(g)), "the students used other grid choices"
     assert set(r["recipe"]["code_sha256"]) == {"weak_feedback.py", "dpo.py"}
+    if "restamped" in r:   # re-stamped after an edit of comments or docstrings only: the code's syntax tree is unchanged
+        from pathlib import Path
+
+        from iclr25.common.digest import code_ast_sha256
+        st = r["restamped"]
+        assert r["recipe"]["code_sha256"][st["file"]] == st["to"] != st["from"]
+        assert code_ast_sha256(Path(WF.__file__).parent / st["file"]) == st["code_ast_sha256"]
     for row in r["students"]:
         assert set(row) == {"seed", "SFT", *WF.STUDENT_CONDS}
 

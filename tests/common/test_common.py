@@ -41,3 +41,14 @@ def test_load_record_accepts_its_own_digest_and_refuses_an_edit(tmp_path):
     path.write_text(json.dumps({**rec, "a": [1, 3]}))
     with pytest.raises(ValueError, match="python -m x"):
         load_record(path, "python -m x")
+
+
+def test_code_ast_sha256_ignores_comments_and_docstrings_only(tmp_path):
+    from iclr25.common.digest import code_ast_sha256
+
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text('"""Module."""\nX = 1  # one\n\ndef f(x):\n    """Doc |D_l|."""\n    return x + X\n')
+    b.write_text('"""Other words."""\nX = 1  # a different comment\n\n\ndef f(x):\n    """Other doc."""\n    return x + X\n')
+    c.write_text('"""Module."""\nX = 1  # one\n\ndef f(x):\n    """Doc |D_l|."""\n    return x - X\n')
+    assert code_ast_sha256(a) == code_ast_sha256(b)
+    assert code_ast_sha256(a) != code_ast_sha256(c)

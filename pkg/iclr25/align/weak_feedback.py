@@ -120,9 +120,10 @@ def calibrate_tau(pairs: Sequence[PreferencePair], target: float) -> float:
 
 
 def bt_labels(d: SeedData) -> tuple[np.ndarray, np.ndarray, float]:
-    """The Bradley-Terry-only annotator of seed ``d``: no coin flips, its temperature raised until it
-    agrees with the gold label :data:`TARGET` of the time (as the human, calibrated on the same pairs),
-    so its errors fall on pairs of close gold reward. (pool labels (N_POOL,), D_u labels, tau)."""
+    """A hotter Bradley-Terry annotator of seed ``d``: no coin flips, its temperature raised until it
+    agrees with the gold label :data:`TARGET` of the time (as the human, calibrated on the same pairs).
+    Its errors grow as the gold reward gap shrinks, but at that temperature most of them lie on pairs
+    whose gap is 1 or more: it is not a close-call annotator. (pool labels (N_POOL,), D_u labels, tau)."""
     tau = calibrate_tau(d.pool[:N_LABELED] + d.unlabeled, TARGET)
     rng = np.random.default_rng([d.seed, 19])
     return human_labels(d.pool, rng, eps=0.0, tau=tau), human_labels(d.unlabeled, rng, eps=0.0, tau=tau), tau
@@ -429,7 +430,7 @@ def add_base_teacher(part: dict[str, Any], out: Path = GRID_FILE) -> dict[str, A
     return finish(kept, [r["seed"] for r in kept["sweep"]], runs["cpu_s"] + part["cpu_s"], out)
 
 
-W2_SEEDS = tuple(range(10, 26))   #: the extra label-level seeds of the size claim at |D_l| = N_POOL (not tuning seeds)
+W2_SEEDS = tuple(range(10, 26))   #: the extra label-level seeds of the size claim at ``|D_l|`` = N_POOL (not tuning seeds)
 
 
 def size_at_pool(pre: dict, world: World, seeds: Sequence[int], epochs: dict[str, float],
