@@ -244,10 +244,14 @@ def test_bunnconv_is_the_bundle_heat_kernel(karate, kernel):
         assert (ov[:, b] - ref).abs().max() < 1e-10
 
 
-@pytest.mark.parametrize("block", ["plain", "sep"])
+@pytest.mark.parametrize("block", ["plain", "sep", "res"])
 @pytest.mark.parametrize("kind", ["bunn", "bunn-identity", "gcn", "sage", "gin", "mlp"])
 def test_models_are_permutation_equivariant(karate, kind, block):
     ei, n = karate
+    if block == "res" and kind.startswith("bunn"):
+        with pytest.raises(ValueError, match="res"):
+            NodeModel(kind, 3, 16, 2, layers=2, block=block)
+        return
     torch.manual_seed(1)
     model = NodeModel(kind, 3, 16, 2, layers=2, block=block, bundle_dim=2, num_bundles=4, kernel="taylor", K=6,
                       phi_gnn=1 if block == "sep" else 0) \
@@ -260,6 +264,19 @@ def test_models_are_permutation_equivariant(karate, kind, block):
     out = model(x, ei)
     out_p = model(x[perm], inv[ei])
     assert torch.allclose(out_p, out[perm], atol=1e-10)
+
+
+def test_res_block_is_platonovs_gcn_module_without_ego_features(karate):
+    """block="res": h <- h + FF(conv(LN(h))), the FF reading the aggregate alone (Platonov et al.'s GCN module)."""
+    ei, n = karate
+    torch.manual_seed(3)
+    model = NodeModel("gcn", 3, 8, 1, layers=1, block="res").double().eval()
+    x = torch.randn(n, 3, dtype=torch.float64)
+    h = model.enc(x)
+    h = h + model.ffs[0](model.convs[0](model.norms[0](h), ei))
+    assert (model(x, ei) - model.dec(model.norms[1](h))).abs().max() < 1e-12
+    assert model.ffs[0][0].in_features == 8  # no ego concatenation (sep reads 2 x 8)
+    assert NodeModel("gcn", 3, 8, 1, layers=1, block="sep").ffs[0][0].in_features == 16
 
 
 def test_spectral_and_taylor_layers_agree_and_backprop(karate):

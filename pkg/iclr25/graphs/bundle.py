@@ -583,8 +583,10 @@ class NodeModel(nn.Module):
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"unknown model {kind!r}; valid: {', '.join(MODELS)}")
-        if block not in ("plain", "sep"):
-            raise ValueError(f"unknown block {block!r}; valid: plain, sep")
+        if block not in ("plain", "sep", "res"):
+            raise ValueError(f"unknown block {block!r}; valid: plain, sep, res")
+        if block == "res" and kind in ("bunn", "bunn-identity"):
+            raise ValueError("block='res' is for the message-passing baselines; BuNN takes block='sep'")
         self.kind, self.pe_dim, self.dropout, self.residual = kind, pe_dim, dropout, residual
         self.block = block
         self.enc = nn.Linear(in_dim + pe_dim, hidden)
@@ -604,10 +606,11 @@ class NodeModel(nn.Module):
                 convs.append(BuNNConv(hidden, frames=frames, phi_in=hidden + pe_dim,
                                       sep=block == "sep", **bunn_kwargs))  # type: ignore[arg-type]
         self.convs = nn.ModuleList(convs)
-        sep_ff = block == "sep" and kind not in ("bunn", "bunn-identity")
-        self.ffs = nn.ModuleList(nn.Sequential(nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden))
+        sep_ff = block in ("sep", "res") and kind not in ("bunn", "bunn-identity")
+        ff_in = 2 * hidden if block == "sep" else hidden
+        self.ffs = nn.ModuleList(nn.Sequential(nn.Linear(ff_in, hidden), nn.GELU(), nn.Linear(hidden, hidden))
                                  for _ in range(layers)) if sep_ff else None
-        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers + 1)) if block == "sep" else None
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers + 1)) if block != "plain" else None
         self.dec = nn.Linear(hidden, out_dim)
 
     def forward(self, x: Tensor, edge_index: Tensor, pe: Tensor | None = None,
@@ -631,7 +634,7 @@ class NodeModel(nn.Module):
             else:
                 out = conv(z, edge_index)
                 if self.ffs is not None:
-                    out = self.ffs[i](torch.cat([z, out], -1))
+                    out = self.ffs[i](torch.cat([z, out], -1) if self.block == "sep" else out)
             if self.block == "plain":
                 out = nn.functional.gelu(out)
             out = nn.functional.dropout(out, self.dropout, self.training)

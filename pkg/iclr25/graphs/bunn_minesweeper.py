@@ -78,7 +78,7 @@ def minesweeper_data(seed: int, grid: int = RECIPE["grid"], device: str | torch.
 
 def fit_minesweeper(kind: str, data: Data, eig: tuple[torch.Tensor, torch.Tensor], lr: float, dropout: float,
                     seed: int, t0: float = RECIPE["t0_default"], max_epochs: int = RECIPE["max_epochs"],
-                    patience: int = RECIPE["patience"]) -> dict:
+                    patience: int = RECIPE["patience"], layers: int = 2, block: str = "sep") -> dict:
     """Full-batch Adam on the binary cross-entropy until the validation ROC-AUC (every 10 epochs from epoch
     ``RECIPE["warmup"]`` on) has not gained 0.001 for ``patience`` evaluations, or ``max_epochs``.
 
@@ -92,7 +92,7 @@ def fit_minesweeper(kind: str, data: Data, eig: tuple[torch.Tensor, torch.Tensor
     times at the best epoch, every layer).
     """
     torch.manual_seed(seed)
-    model = NodeModel(kind, data.x.shape[1], RECIPE["width"], 1, layers=RECIPE["layers"], block="sep",
+    model = NodeModel(kind, data.x.shape[1], RECIPE["width"], 1, layers=layers, block=block,
                       dropout=dropout, **(bunn_kwargs(t0) if "bunn" in kind else {})).to(data.x.device)
     taus = [p for name, p in model.named_parameters() if name.endswith(".tau")]
     rest = [p for name, p in model.named_parameters() if not name.endswith(".tau")]
