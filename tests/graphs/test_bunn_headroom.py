@@ -1,4 +1,4 @@
-"""The Minesweeper headroom record of the chapter ``graphs/bunn`` (64x64, depth-tuned baselines)."""
+"""The Minesweeper 64x64 records of the chapter ``graphs/bunn``: the depth-tuned baselines and the gate arm."""
 import json
 
 import pytest
@@ -44,3 +44,32 @@ def test_record_edits_are_detected(tmp_path):
     path.write_text(json.dumps(info))
     with pytest.raises(RuntimeError):
         load_record(path)
+
+
+def test_gate_record_pairs_platonovs_gcn_with_the_evaluation_seeds():
+    from iclr25.graphs import bunn_gate
+
+    info = bunn_gate.load_record()
+    hr = load_record()
+    res = info["results"]
+    assert info["recipe"] == json.loads(json.dumps(bunn_gate.RECIPE))
+    assert info["code_sha256"]["bunn_gate.py"] == file_sha256(HERE / "bunn_gate.py")
+    # the arm the headroom study tuned, on the record it was read from, on the same evaluation seeds
+    assert res["headroom_sha256_results"] == hr["sha256_results"]
+    tuned = hr["results"]["tuning"][bunn_gate.RECIPE["model"]]
+    assert (res["model"], res["depth"], res["lr"]) == (bunn_gate.RECIPE["model"], tuned["depth"], tuned["lr"])
+    assert sorted(map(int, res["runs"])) == sorted(map(int, res["mlp"])) == sorted(map(int, hr["results"]["runs"]))
+    for run in res["runs"].values():
+        assert run["plateau"] and run["val"] == max(run["curve"]) and 0.0 <= run["test"] <= 1.0
+        assert len(run["loss_head"]) == RECIPE["n_loss_head"]
+
+
+def test_gate_record_edits_are_detected(tmp_path):
+    from iclr25.graphs import bunn_gate
+
+    info = json.loads((WEIGHTS / f"{bunn_gate.NAME}.json").read_text())
+    info["results"]["mlp"]["0"]["test"] += 0.01
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(info))
+    with pytest.raises(RuntimeError):
+        bunn_gate.load_record(path)
