@@ -190,6 +190,22 @@ def test_binarize_keeps_the_largest_scores_of_each_row():
         binarize_mask(M, W, 0.5, "nope")
 
 
+def test_binarize_breaks_ties_at_zero_by_the_weight_not_the_column():
+    # row 0: five entries clamped to exactly 0 but only two are pruned -> the three zeros with the
+    # largest absolute value of W are kept; column order must not matter (the largest sits first)
+    W = torch.tensor([[5.0, -1.0, 0.5, 4.0, -3.0, 2.0, 0.1, 1.0],
+                      [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]], dtype=torch.float64)
+    M = torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0],
+                      [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
+    keep = binarize_mask(M, W, 0.25)
+    assert keep[0].tolist() == [True, False, False, True, True, True, True, True]
+    assert keep[1].tolist() == [False, False, True, True, True, True, True, True]
+    # with score "m" the same tie-break applies among the equal ones of row 1
+    assert binarize_mask(M, W, 0.25, "m")[1].tolist() == [False, False, True, True, True, True, True, True]
+    flip = torch.flip(torch.arange(8), [0])
+    assert torch.equal(binarize_mask(M[:, flip], W[:, flip], 0.25), keep[:, flip])
+
+
 def test_row_masks_enumerate_every_pattern_once():
     R = row_masks(5, 2)
     assert R.shape == (10, 5) and (R.sum(1) == 2).all()

@@ -265,14 +265,26 @@ def _projected_descent(loss_grad: Callable, M0: Tensor | Sequence[Tensor],
 # --------------------------------------------------------------------------- binarisation
 def binarize_mask(M: Tensor, W: Tensor, sparsity: float, score: str = "mw") -> Tensor:
     """Keep-mask ``bool (out, in)`` from a relaxed mask: per row, prune the ``floor(s * in)`` lowest
-    scores, ``|M o W|`` (``score="mw"``) or ``M`` (``score="m"``). Our reconstruction."""
+    scores, ``|M o W|`` (``score="mw"``) or ``M`` (``score="m"``). Our reconstruction.
+
+    Ties (above all the entries the projection has clamped to exactly 0) are broken by the absolute
+    value of ``W``: among equal scores the smaller weight is pruned first, never the earlier column."""
     if score == "mw":
         scores = (M * W).abs()
     elif score == "m":
         scores = M
     else:
         raise ValueError(f"unknown score {score!r}; use 'mw' or 'm'")
-    return mask_from_scores(scores.detach(), sparsity)
+    return mask_from_scores(_lexicographic_rank(scores.detach(), W.detach().abs()), sparsity)
+
+
+def _lexicographic_rank(primary: Tensor, secondary: Tensor) -> Tensor:
+    """Per-row rank (float, 0 = lowest) of the entries by ``primary``, ties broken by ``secondary``."""
+    by_second = torch.sort(secondary, dim=-1, stable=True).indices
+    order = by_second.gather(-1, torch.sort(primary.gather(-1, by_second), dim=-1, stable=True).indices)
+    rank = torch.empty_like(order)
+    rank.scatter_(-1, order, torch.arange(primary.shape[-1], device=primary.device).expand_as(order))
+    return rank.to(torch.float64)
 
 
 def pruned_weight(W: Tensor, keep: Tensor, M: Tensor | None = None) -> Tensor:
