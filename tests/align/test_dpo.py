@@ -606,3 +606,24 @@ def test_weak_feedback_w2_students_record_and_pipeline():
     got = W2S.base_student_seed(pre, pre["base"][1], srun["students"][0]["seed"], runs, n=WF.N_LABELED)
     want = srun["students"][0]["weak-base"]
     assert all(abs(got[k] - want[k]) < 1e-3 for k in ("sampled", "sampled_strict", "strict_named")), (got, want)
+
+
+def test_weak_feedback_size_tuned_record_and_reproduction():
+    """The W2 label rows at the grid's best cells: the record used the committed cells, covers the sweep's
+    seeds and W2_SEEDS, was made by the code here, and the small teacher of its first seed is reproduced (to a
+    label flip or two, which another CPU kernel may cause)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_tuned as W2T
+
+    torch.set_num_threads(1)
+    r = WF.load_runs()
+    assert r["size_tuned_cells"] == r["teacher_cells"] and r["size_tuned_code_sha256"] == W2T.code_sha256()
+    assert [row["seed"] for row in r["size_tuned"]] == [row["seed"] for row in r["sweep"]] + list(WF.W2_SEEDS)
+    from iclr25.align.weak_feedback_teachers import teach
+
+    model, world = load_world_lm("small")
+    d = WF.seed_data(world, r["size_tuned"][0]["seed"])
+    ref = WF.teacher_reference(model, world, d, n_score=WF.N_LABELED)
+    got = WF.kind_accuracy(teach(ref, world, d, WF.N_LABELED, d.human_pool, r["teacher_cells"]["small"]), d.unlabeled)
+    want = r["size_tuned"][0]["teacher"][f"small/{WF.N_LABELED}"]
+    assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
