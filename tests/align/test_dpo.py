@@ -627,3 +627,27 @@ def test_weak_feedback_size_tuned_record_and_reproduction():
     got = WF.kind_accuracy(teach(ref, world, d, WF.N_LABELED, d.human_pool, r["teacher_cells"]["small"]), d.unlabeled)
     want = r["size_tuned"][0]["teacher"][f"small/{WF.N_LABELED}"]
     assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
+
+
+def test_weak_feedback_w2_tuned_students_record():
+    """The committed students of small and base at the teacher grid's best cells: the record covers the student
+    evaluation seeds, used the grid record's cells and weak-M's student cell, was made by the code here, and the
+    small teacher's labels of the first seed's student pairs are reproduced (to a label flip or two)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_tuned_students as W2T
+    from iclr25.align.weak_feedback_teachers import teach
+    from iclr25.common.digest import json_sha256
+
+    torch.set_num_threads(1)
+    r, runs = W2T.load(), WF.load_runs()
+    assert [row["seed"] for row in r["students"]] == list(WF.STUDENT_EVAL_SEEDS)
+    assert r["recipe"]["inputs_sha256"] == json_sha256(W2T.inputs(runs))
+    assert r["recipe"]["code_sha256"] == W2T.code_sha256()
+    assert r["recipe"]["conditions"] == list(W2T.CONDS)
+    model, world = load_world_lm("small")
+    d = WF.seed_data(world, r["students"][0]["seed"])
+    ref = WF.teacher_reference(model, world, d, n_score=WF.N_LABELED)
+    lab = teach(ref, world, d, WF.N_LABELED, d.human_pool, runs["teacher_cells"]["small"])
+    got = WF.kind_accuracy(lab[:WF.N_STUDENT], d.unlabeled[:WF.N_STUDENT])
+    want = r["students"][0]["weak-M tuned"]["label_acc"]
+    assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
