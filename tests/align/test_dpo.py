@@ -549,3 +549,105 @@ def test_grid_assemble_takes_skipped_cells_from_the_committed_grid():
         assert g["student_chosen"][c]["epochs"] == max(WF.EPOCHS)
     with pytest.raises(ValueError):
         WF.grid_assemble(parts, None)
+
+
+def test_teacher_grid_extends_past_edges_and_chooses_the_mean_best():
+    """The teacher grid grows one step past each edge the best cell lies on (and not otherwise), and
+    chooses the cell of the highest mean accuracy over the tuning seeds (the first on ties)."""
+    import iclr25.align.weak_feedback_teachers as T
+
+    assert T.extend([1, 2, 4], [1e-3, 2e-3], (2, 2e-3)) == ([1, 2, 4], [1e-3, 2e-3, 4e-3])
+    assert T.extend([1, 2, 4], [1e-3, 2e-3, 4e-3], (2, 2e-3)) == ([1, 2, 4], [1e-3, 2e-3, 4e-3])
+    assert T.extend([1, 2, 4], [1e-3, 2e-3, 4e-3], (1, 1e-3)) == ([0.5, 1, 2, 4], [5e-4, 1e-3, 2e-3, 4e-3])
+    e, _ = T.extend([1, 2, 10], [1e-3, 2e-3, 4e-3], (10, 2e-3))
+    assert e[:-1] == [1, 2, 10] and abs(e[-1] - 16) < 1e-9
+    cells = {T.cell_key(1e-3, 2): [{"all": 0.75}, {"all": 0.875}], T.cell_key(2e-3, 3): [{"all": 0.875}, {"all": 0.5}],
+             T.cell_key(4e-3, 1): [{"all": 0.5}, {"all": 0.875}]}
+    assert T.choose(cells) == (2.0, 1e-3)
+    cells[T.cell_key(4e-3, 1)] = [{"all": 0.8125}, {"all": 0.8125}]   # a tie: the first in grid order wins
+    assert T.choose(cells) == (2.0, 1e-3)
+    cells[T.cell_key(4e-3, 1)] = [{"all": 0.8125}, {"all": 0.875}]
+    assert T.choose(cells) == (1.0, 4e-3)
+
+
+def test_weak_feedback_teacher_grid_record_consistent():
+    """The committed teacher grid: each teacher's cell is the grid's choice (the mean-best over the
+    tuning seeds, which are no evaluation seeds), every cell covers every tuning seed, and the code that
+    made it is the code here."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_teachers as T
+
+    r = WF.load_runs()
+    assert r["teacher_grid_seeds"] == list(T.TEACHER_TUNING_SEEDS)
+    assert not set(T.TEACHER_TUNING_SEEDS) & set(WF.EVAL_SEEDS + WF.W2_SEEDS + WF.STUDENT_EVAL_SEEDS)
+    assert r["teacher_code_sha256"] == T.code_sha256()
+    assert set(r["teacher_grid"]) == set(T.TEACHERS)
+    for name, g in r["teacher_grid"].items():
+        assert len(g["cells"]) == len(g["grid_epochs"]) * len(g["grid_lrs"])
+        assert all(len(v) == len(T.TEACHER_TUNING_SEEDS) for v in g["cells"].values())
+        assert T.choose(g["cells"]) == (g["epochs"], g["lr"]) == (r["teacher_cells"][name]["epochs"],
+                                                                   r["teacher_cells"][name]["lr"])
+        assert T.extend(g["grid_epochs"], g["grid_lrs"], (g["epochs"], g["lr"])) == (g["grid_epochs"], g["grid_lrs"])
+
+
+def test_weak_feedback_w2_students_record_and_pipeline():
+    """The committed weak-base 1600 students cover the student evaluation seeds with the grid record's
+    inputs and the code here, and the same function at |D_l| = N_LABELED reproduces the committed
+    weak-base student of the first seed (the pipeline is the one of the student record)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_students as W2S
+    from iclr25.common.digest import json_sha256
+
+    torch.set_num_threads(1)
+    r, runs, srun = W2S.load(), WF.load_runs(), WF.load_students()
+    assert [row["seed"] for row in r["students"]] == list(WF.STUDENT_EVAL_SEEDS)
+    assert r["recipe"]["inputs_sha256"] == json_sha256(W2S.inputs(runs)) and r["recipe"]["code_sha256"] == W2S.code_sha256()
+    pre = {"base": load_world_lm("base")}
+    got = W2S.base_student_seed(pre, pre["base"][1], srun["students"][0]["seed"], runs, n=WF.N_LABELED)
+    want = srun["students"][0]["weak-base"]
+    assert all(abs(got[k] - want[k]) < 1e-3 for k in ("sampled", "sampled_strict", "strict_named")), (got, want)
+
+
+def test_weak_feedback_size_tuned_record_and_reproduction():
+    """The W2 label rows at the grid's best cells: the record used the committed cells, covers the sweep's
+    seeds and W2_SEEDS, was made by the code here, and the small teacher of its first seed is reproduced (to a
+    label flip or two, which another CPU kernel may cause)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_tuned as W2T
+
+    torch.set_num_threads(1)
+    r = WF.load_runs()
+    assert r["size_tuned_cells"] == r["teacher_cells"] and r["size_tuned_code_sha256"] == W2T.code_sha256()
+    assert [row["seed"] for row in r["size_tuned"]] == [row["seed"] for row in r["sweep"]] + list(WF.W2_SEEDS)
+    from iclr25.align.weak_feedback_teachers import teach
+
+    model, world = load_world_lm("small")
+    d = WF.seed_data(world, r["size_tuned"][0]["seed"])
+    ref = WF.teacher_reference(model, world, d, n_score=WF.N_LABELED)
+    got = WF.kind_accuracy(teach(ref, world, d, WF.N_LABELED, d.human_pool, r["teacher_cells"]["small"]), d.unlabeled)
+    want = r["size_tuned"][0]["teacher"][f"small/{WF.N_LABELED}"]
+    assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
+
+
+def test_weak_feedback_w2_tuned_students_record():
+    """The committed students of small and base at the teacher grid's best cells: the record covers the student
+    evaluation seeds, used the grid record's cells and weak-M's student cell, was made by the code here, and the
+    small teacher's labels of the first seed's student pairs are reproduced (to a label flip or two)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_tuned_students as W2T
+    from iclr25.align.weak_feedback_teachers import teach
+    from iclr25.common.digest import json_sha256
+
+    torch.set_num_threads(1)
+    r, runs = W2T.load(), WF.load_runs()
+    assert [row["seed"] for row in r["students"]] == list(WF.STUDENT_EVAL_SEEDS)
+    assert r["recipe"]["inputs_sha256"] == json_sha256(W2T.inputs(runs))
+    assert r["recipe"]["code_sha256"] == W2T.code_sha256()
+    assert r["recipe"]["conditions"] == list(W2T.CONDS)
+    model, world = load_world_lm("small")
+    d = WF.seed_data(world, r["students"][0]["seed"])
+    ref = WF.teacher_reference(model, world, d, n_score=WF.N_LABELED)
+    lab = teach(ref, world, d, WF.N_LABELED, d.human_pool, runs["teacher_cells"]["small"])
+    got = WF.kind_accuracy(lab[:WF.N_STUDENT], d.unlabeled[:WF.N_STUDENT])
+    want = r["students"][0]["weak-M tuned"]["label_acc"]
+    assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
