@@ -288,3 +288,18 @@ def test_paper_class_weights_zero_for_free_and_inverse_log_count():
     w = paper_class_weights({"occ": occ}, torch.tensor([0]))
     assert float(w[0]) == 0.0
     assert abs(float(w[6]) - 1 / math.log(3.001)) < 1e-6 and abs(float(w[1]) - 1 / math.log(2.001)) < 1e-6
+
+
+def test_scal_losses_stay_finite_when_rounding_pushes_a_ratio_past_one():
+    from iclr25.occupancy.train import geo_scal_loss, paper_occ_loss, radial_weight, sem_scal_loss
+    g = torch.Generator().manual_seed(0)
+    target = torch.randint(0, N_CLASSES, (64, *GRID), generator=g)
+    logits = (40.0 * torch.nn.functional.one_hot(target, N_CLASSES).movedim(-1, 1)).float()
+    logits = logits + 1e-3 * torch.randn(logits.shape, generator=g)        # float32, nearly certain: ratios ~ 1
+    for f in (geo_scal_loss, sem_scal_loss):
+        v = float(f(logits, target))
+        assert math.isfinite(v) and 0 <= v < 1e-4
+    occ = target[:, None].expand(-1, 6, -1, -1, -1).clone()
+    bad = logits.clone()
+    bad[0, 0, 0, 0, 0] = float("nan")
+    assert math.isfinite(float(paper_occ_loss([bad], occ, torch.ones(N_CLASSES), radial_weight())))

@@ -228,9 +228,13 @@ def geo_scal_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     y = (target != FREE).reshape(-1).to(empty.dtype)
     occ = 1 - empty
     inter = (y * occ).sum()
-    one = torch.ones((), dtype=empty.dtype)
-    return (F.binary_cross_entropy(inter / occ.sum(), one) + F.binary_cross_entropy(inter / y.sum(), one)
-            + F.binary_cross_entropy(((1 - y) * empty).sum() / (1 - y).sum(), one))
+    return (_bce1(inter / occ.sum()) + _bce1(inter / y.sum()) + _bce1(((1 - y) * empty).sum() / (1 - y).sum()))
+
+
+def _bce1(ratio: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of a soft ratio against 1, -log(ratio) (clamped at 100 as torch's is); the ratio
+    is clipped to [0, 1] first, where float rounding of its two sums can push it past 1."""
+    return F.binary_cross_entropy(ratio.clamp(0, 1), torch.ones_like(ratio))
 
 
 def sem_scal_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -240,15 +244,17 @@ def sem_scal_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     classes."""
     p = F.softmax(logits, 1).movedim(1, -1).reshape(-1, logits.shape[1])
     t = target.reshape(-1)
-    one, terms = torch.ones((), dtype=p.dtype), []
+    terms = []
     for k in range(logits.shape[1]):
         y = (t == k).to(p.dtype)
         if y.sum() == 0:
             continue
         pk, inter = p[:, k], (p[:, k] * y).sum()
-        loss = F.binary_cross_entropy(inter / pk.sum(), one) + F.binary_cross_entropy(inter / y.sum(), one)
+        loss = _bce1(inter / y.sum())
+        if pk.sum() > 0:                                   # as the official code: no precision of an unused class
+            loss = loss + _bce1(inter / pk.sum())
         if (1 - y).sum() > 0:
-            loss = loss + F.binary_cross_entropy(((1 - pk) * (1 - y)).sum() / (1 - y).sum(), one)
+            loss = loss + _bce1(((1 - pk) * (1 - y)).sum() / (1 - y).sum())
         terms.append(loss)
     return torch.stack(terms).mean()
 
@@ -257,7 +263,9 @@ def paper_occ_loss(logits: list, occ: torch.Tensor, weight: torch.Tensor, radial
     """The official fine-tuning loss of the occupancy logits [(B, C, X, Y, Z)] * (K+1) against the
     current and future frames of ``occ`` (B, T, X, Y, Z): per frame the class-weighted focal loss
     (free space weight 0) plus sem_scal plus geo_scal, weight 1 each (the official code's
-    Lovász-softmax term, which ignores free voxels, is left out), averaged over the frames."""
+    Lovász-softmax term, which ignores free voxels, is left out), averaged over the frames. Non-finite
+    logits are read as 0, as the official code does."""
+    logits = [torch.nan_to_num(lg, nan=0.0, posinf=0.0, neginf=0.0) for lg in logits]
     return torch.stack([focal_occ_loss(lg, occ[:, CURRENT + f], weight, radial) + sem_scal_loss(lg, occ[:, CURRENT + f])
                         + geo_scal_loss(lg, occ[:, CURRENT + f]) for f, lg in enumerate(logits)]).mean()
 
