@@ -55,7 +55,7 @@ The controls' stage-1 variants are trained by :mod:`iclr25.occupancy.controls` w
 
 
 FT = dict(lrs=(1e-3, 3e-3, 1e-2), evals=(200, 400, 800, 1600, 3200), patience=2, batch=8, n_3d=16,
-          n_val=64, val_seed=2, seeds=(0, 1), threads=1, flush_denormal=True, occ_loss="paper")
+          n_val=64, val_seed=2, seeds=(0, 1, 2, 3, 4, 5), threads=1, flush_denormal=True, occ_loss="paper")
 """Stage-2 grid and final runs: learning rates, validated step counts (one run per learning rate;
 a run stops early once ``patience`` consecutive validations fall below its best, the same rule for
 both regimes), batch, labelled sequences (the first ``n_3d`` of the pool: 10 %), validation set
