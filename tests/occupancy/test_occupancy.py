@@ -225,3 +225,81 @@ def test_lss_index_is_the_voxel_of_each_bin_point():
             inside = 0 <= i < X and 0 <= j < Y and 0 <= k < Z
             assert int(idx[r, b]) == ((i * Y + j) * Z + k if inside else X * Y * Z)
     assert (idx[:, -1] == X * Y * Z).all()          # 200 m lies outside the grid on every ray
+
+
+# --- the official fine-tuning loss (focal + sem_scal + geo_scal) -------------------------------------
+
+def _uniform_case():
+    g = torch.Generator().manual_seed(3)
+    target = torch.randint(0, N_CLASSES, (2, *GRID), generator=g)
+    target[0, 0, 0, 0] = 0                                      # free space present
+    return torch.zeros(2, N_CLASSES, *GRID, dtype=torch.float64), target
+
+
+def test_geo_scal_closed_form_on_uniform_logits():
+    from iclr25.occupancy.train import geo_scal_loss
+    logits, target = _uniform_case()
+    c, n, n_occ = N_CLASSES, target.numel(), int((target != 0).sum())
+    # uniform softmax: q = (C-1)/C everywhere, so precision = occupied fraction, recall = q, specificity = 1/C
+    want = -math.log(n_occ / n) - math.log((c - 1) / c) - math.log(1 / c)
+    assert abs(float(geo_scal_loss(logits, target)) - want) < 1e-12
+
+
+def test_sem_scal_closed_form_on_uniform_logits():
+    from iclr25.occupancy.train import sem_scal_loss
+    logits, target = _uniform_case()
+    c, n = N_CLASSES, target.numel()
+    counts = torch.bincount(target.reshape(-1), minlength=c)
+    # class k: precision = n_k / n, recall = 1/C, specificity = 1 - 1/C; averaged over present classes
+    want = np.mean([-math.log(int(m) / n) - math.log(1 / c) - math.log(1 - 1 / c) for m in counts if m > 0])
+    assert abs(float(sem_scal_loss(logits, target)) - want) < 1e-12
+
+
+def test_scal_losses_vanish_on_confident_correct_logits():
+    from iclr25.occupancy.train import geo_scal_loss, sem_scal_loss
+    _, target = _uniform_case()
+    logits = 60.0 * torch.nn.functional.one_hot(target, N_CLASSES).movedim(-1, 1).double()
+    assert float(geo_scal_loss(logits, target)) < 1e-12 and float(sem_scal_loss(logits, target)) < 1e-12
+    wrong = 60.0 * torch.nn.functional.one_hot((target + 1) % N_CLASSES, N_CLASSES).movedim(-1, 1).double()
+    assert float(geo_scal_loss(wrong, target)) > 1 and float(sem_scal_loss(wrong, target)) > 1
+
+
+def test_focal_loss_closed_form_and_free_channel_untrained():
+    from iclr25.occupancy.train import focal_occ_loss, radial_weight
+    logits, target = _uniform_case()
+    logits.requires_grad_(True)
+    w = torch.arange(N_CLASSES, dtype=torch.float64) / 10              # free space (class 0) weight 0
+    radial = radial_weight().double()
+    loss = focal_occ_loss(logits, target, w, radial)
+    # logits 0: p = 1/2 per channel, BCE = log 2, focal factor (alpha or 1 - alpha) * (1/2)^2
+    one = torch.nn.functional.one_hot(target, N_CLASSES).movedim(-1, 1).double()
+    a = 0.25 * one + 0.75 * (1 - one)
+    want = 100 * (a * 0.25 * math.log(2) * w.view(1, -1, 1, 1, 1) * radial[None, None, :, :, None]).sum(1).mean()
+    assert abs(float(loss.detach()) - float(want)) < 1e-10
+    loss.backward()
+    assert float(logits.grad[:, 0].abs().max()) == 0.0 and float(logits.grad[:, 1:].abs().max()) > 0
+    r = radial_weight()
+    assert abs(float(r.min()) - 1) < 0.2 and float(r.max()) == 2.0
+
+
+def test_paper_class_weights_zero_for_free_and_inverse_log_count():
+    from iclr25.occupancy.train import paper_class_weights
+    occ = torch.tensor([0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 6, 6]).view(1, 1, -1)
+    w = paper_class_weights({"occ": occ}, torch.tensor([0]))
+    assert float(w[0]) == 0.0
+    assert abs(float(w[6]) - 1 / math.log(3.001)) < 1e-6 and abs(float(w[1]) - 1 / math.log(2.001)) < 1e-6
+
+
+def test_scal_losses_stay_finite_when_rounding_pushes_a_ratio_past_one():
+    from iclr25.occupancy.train import geo_scal_loss, paper_occ_loss, radial_weight, sem_scal_loss
+    g = torch.Generator().manual_seed(0)
+    target = torch.randint(0, N_CLASSES, (64, *GRID), generator=g)
+    logits = (40.0 * torch.nn.functional.one_hot(target, N_CLASSES).movedim(-1, 1)).float()
+    logits = logits + 1e-3 * torch.randn(logits.shape, generator=g)        # float32, nearly certain: ratios ~ 1
+    for f in (geo_scal_loss, sem_scal_loss):
+        v = float(f(logits, target))
+        assert math.isfinite(v) and 0 <= v < 1e-4
+    occ = target[:, None].expand(-1, 6, -1, -1, -1).clone()
+    bad = logits.clone()
+    bad[0, 0, 0, 0, 0] = float("nan")
+    assert math.isfinite(float(paper_occ_loss([bad], occ, torch.ones(N_CLASSES), radial_weight())))

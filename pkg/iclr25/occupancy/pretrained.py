@@ -17,13 +17,14 @@ The same script then tunes stage 2 (fine-tuning; from scratch for the 3D-only ba
 grid :data:`FT` (learning rates x step counts, the steps validated inside one run per learning
 rate) on the tuning run's own data, initial weights and batches, selecting the mean of current and
 future mIoU on validation sequences (:func:`tune`), and trains each regime's final models for the
-evaluation seeds with the chosen recipe (:func:`train_final`). ``python -m
-iclr25.occupancy.pretrained seeds 5 6 7 8 9`` makes the stage-1 model (if missing) and both
-regimes' final models of added evaluation seeds only, from the committed tuning, leaving every
-other file as it is. ``... pretrained widen [REGIME [LR ...]]`` tunes the extra learning rates
-:data:`EXT_LRS` into their own file, and ``... pretrained plateau`` runs the stage-1 plateau probe
-:data:`PLATEAU` (both one thread). The folder holds about 12 MB (each evaluation seed adds about 0.9 MB: its
-stage-1 model and two finals; a test bounds the folder).
+evaluation seeds with the chosen recipe (:func:`train_final`); ``... pretrained ceiling`` makes the
+100 %-label 3D-only model alone. ``python -m iclr25.occupancy.pretrained seeds 1 2`` makes the
+stage-1 model (if missing) and both regimes' final models of added evaluation seeds only, from the
+committed tuning, leaving every other file as it is. ``... pretrained widen [REGIME [LR ...]]``
+tunes the extra learning rates :data:`EXT_LRS` into their own file, and ``... pretrained plateau``
+runs the stage-1 plateau probe :data:`PLATEAU` (both one thread). Every run records its wall and
+CPU seconds and the syntax-tree sha256 of the training code (:func:`code_sha`). Each evaluation
+seed adds about 0.9 MB (its stage-1 model and two finals; a test bounds the folder).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from iclr25.common.digest import file_sha256
+from iclr25.common.digest import code_ast_sha256, file_sha256
 
 from .model import WorldModel
 from .train import Recipe, build_data, finetune, pretrain, scores_of, predict, selection_score
@@ -42,34 +43,43 @@ from .world import make_rig
 
 SCRIPT = "python -m iclr25.occupancy.pretrained"
 WEIGHTS = Path(__file__).resolve().parent / "weights"
-RECIPE = dict(pool=160, data_seed=1, tune_data_seed=100, steps=800, batch=8, rays=100, lr=3e-3)
+RECIPE = dict(pool=160, data_seed=1, tune_data_seed=100, steps=2000, batch=8, rays=100, lr=3e-3)
 """Stage-1 recipe shared by all variants: the pre-training pool (sequences and data seed, and the
-tuning run's data seed), steps, batch, labelled rays per sample and frame, learning rate."""
-VARIANTS = {**{f"main-s{s}": dict(seed=s, data="main", pool=160, aux=True) for s in range(10)},
-            "tune": dict(seed=100, data="tune", pool=160, aux=True),
-            **{f"noaux-s{s}": dict(seed=s, data="main", pool=160, aux=False) for s in range(3)},
-            **{f"pool16-s{s}": dict(seed=s, data="main", pool=16, aux=True) for s in range(3)},
-            **{f"pool64-s{s}": dict(seed=s, data="main", pool=64, aux=True) for s in range(3)}}
+tuning run's data seed), steps, batch, labelled rays per sample and frame, learning rate. The 2000
+steps are where the plateau probe (:data:`PLATEAU`) has its lowest validation loss."""
+VARIANTS = {**{f"main-s{s}": dict(seed=s, data="main", pool=160, aux=True) for s in range(6)},
+            "tune": dict(seed=100, data="tune", pool=160, aux=True)}
 """Every committed variant: initial-weight / batch seed, data set, number of pre-training sequences
-(the first ``pool`` of the data), and whether the aux frames' rays are used (temporal supervision)."""
+(the first ``pool`` of the data), and whether the aux frames' rays are used (temporal supervision).
+The controls' stage-1 variants are trained by :mod:`iclr25.occupancy.controls` with their own recipe."""
 
 
-FT = dict(lrs=(3e-3, 1e-2), evals=(200, 400, 800, 1600, 3200), patience=2, batch=8, n_3d=16,
-          n_val=64, val_seed=2, seeds=tuple(range(10)), threads=1, flush_denormal=True)
+FT = dict(lrs=(1e-3, 3e-3, 1e-2), evals=(200, 400, 800, 1600, 3200), patience=2, batch=8, n_3d=16,
+          n_val=64, val_seed=2, seeds=(0, 1, 2, 3, 4, 5), threads=1, flush_denormal=True, occ_loss="paper")
 """Stage-2 grid and final runs: learning rates, validated step counts (one run per learning rate;
 a run stops early once ``patience`` consecutive validations fall below its best, the same rule for
 both regimes), batch, labelled sequences (the first ``n_3d`` of the pool: 10 %), validation set
-(``build_data(n_val, val_seed)``), evaluation seeds, torch threads of these runs, and whether they
+(``build_data(n_val, val_seed)``), evaluation seeds, torch threads of these runs, whether they
 flush denormal floats to zero (speed only: a confident model's softmax makes probabilities below
-1e-38, and denormal arithmetic made late steps 2-3x slower). The evaluation seeds enter neither the
-tuning nor any one file (each final depends on its own seed only), so the freshness checks compare
-the rest (``_grid``): seeds 5-9 were added later without remaking seeds 0-4."""
+1e-38, and denormal arithmetic made late steps 2-3x slower), and the occupancy loss of both
+regimes (``"paper"``: the official code's focal + sem_scal + geo_scal,
+:func:`~iclr25.occupancy.train.paper_occ_loss`). The evaluation seeds enter neither the tuning nor
+any one file (each final depends on its own seed only), so the freshness checks compare the rest
+(``_grid``): seeds can be added later without remaking the others."""
 
 
 def _grid(ft: dict) -> dict:
     """``ft`` without its evaluation seeds, as JSON would store it: what a committed file must match."""
     return {k: v for k, v in _jsonable(ft).items() if k != "seeds"}
 REGIMES = ("3D-only", "PreWorld")
+CODE = ("train.py", "model.py", "render.py", "world.py")
+"""The training code whose syntax-tree sha256 (docstrings left out) every committed run records."""
+
+
+def code_sha() -> dict:
+    """``{file: code_ast_sha256}`` of :data:`CODE` as the package holds them now."""
+    here = Path(__file__).resolve().parent
+    return {f: code_ast_sha256(here / f) for f in CODE}
 
 
 def _val(ft: dict = FT) -> dict:
@@ -111,8 +121,8 @@ def _patient_run(model: WorldModel, d: dict, idx: torch.Tensor, lr: float, seed:
                 raise Stop
 
     try:
-        finetune(model, d, idx, Recipe(lr=lr, steps=steps, batch=ft["batch"]), seed, torch.device("cpu"),
-                 log=out["losses"], callback=(on_eval, ft["evals"]))
+        finetune(model, d, idx, Recipe(lr=lr, steps=steps, batch=ft["batch"], occ_loss=ft["occ_loss"]), seed,
+                 torch.device("cpu"), log=out["losses"], callback=(on_eval, ft["evals"]))
     except Stop:
         pass
     if best["state"] is not None:
@@ -146,7 +156,8 @@ def train_final(regime: str, seed: int, lr: float, steps: int, ft: dict = FT, da
     model = _start_model(regime, seed)
     log: list[float] = []
     finetune(model, d, torch.arange(ft["n_3d"]), Recipe(lr=lr, steps=steps if stop_after is None else stop_after,
-                                                        batch=ft["batch"]), seed, torch.device("cpu"), log=log)
+                                                        batch=ft["batch"], occ_loss=ft["occ_loss"]),
+             seed, torch.device("cpu"), log=log)
     return model, log
 
 
@@ -186,21 +197,29 @@ def _make_finetuned(ft: dict, recipe: dict, what: str, seeds: tuple | None = Non
     if what in ("all", "tune"):
         data, val = _data(VARIANTS["tune"], recipe), _val(ft)
         curves = {r: {} for r in REGIMES}
+        if TUNING.is_file():                      # resume: keep the runs of an interrupted grid made the same way
+            j = json.loads(TUNING.read_text())
+            if _grid(j["ft"]) == _grid(ft) and j["recipe"] == dict(recipe) and j.get("start") == stage1_sha("tune"):
+                curves.update(j["curves"])
         for regime in REGIMES:
             for lr in ft["lrs"]:
-                start = time.time()
+                if str(lr) in curves[regime]:
+                    continue
+                start, cpu = time.time(), time.process_time()
                 c = tune(regime, lr, ft, data, val)
-                c["seconds"] = time.time() - start
+                c["seconds"], c["cpu_seconds"] = time.time() - start, time.process_time() - cpu
                 curves[regime][str(lr)] = _compact(c)
                 _write_tuning(curves, ft, recipe)
-    if what in ("all", "final"):                  # seed 0 of both regimes and the ceiling first (what ci needs)
+    if what in ("all", "final", "ceiling"):       # seed 0 of both regimes and the ceiling first (what ci needs)
         curves = load_tuning(ft, recipe)
         data, val = _data(VARIANTS["main-s0"], recipe), _val(ft)
         jobs = [(r, ft["seeds"][0]) for r in REGIMES] + [("ceiling", 0)] + [(r, s) for s in ft["seeds"][1:] for r in REGIMES]
         if seeds is not None:
             jobs = [(r, s) for s in seeds for r in REGIMES]
+        if what == "ceiling":                     # the 100 %-label 3D-only model only
+            jobs = [("ceiling", 0)]
         for regime, s in jobs:
-            start = time.time()
+            start, cpu = time.time(), time.process_time()
             if regime == "ceiling":
                 lr = chosen("3D-only", curves)[0]
                 model, scores, losses = train_ceiling(lr, ft, data, val)
@@ -209,7 +228,8 @@ def _make_finetuned(ft: dict, recipe: dict, what: str, seeds: tuple | None = Non
                 lr, steps = chosen(regime, curves)
                 (model, losses), extra = train_final(regime, s, lr, steps, ft, data), {}
             meta = {"ft": _jsonable(ft), "recipe": dict(recipe), "regime": regime, "seed": s, "lr": lr,
-                    "steps": steps, "losses": losses, "seconds": time.time() - start, **extra,
+                    "steps": steps, "losses": losses, "seconds": time.time() - start,
+                    "cpu_seconds": time.process_time() - cpu, "code": code_sha(), **extra,
                     "start": stage1_sha(f"main-s{s}") if regime == "PreWorld" else None}
             torch.save({"state_dict": model.state_dict(), "meta": meta}, WEIGHTS / f"preworld-ft-{regime}-s{s}.pt")
             print(f"final {regime} s{s} (lr {lr:g}, {steps} steps): {time.time() - start:.0f} s {extra}", flush=True)
@@ -230,15 +250,15 @@ def _compact(c: dict) -> dict:
 
 def _write_tuning(curves: dict, ft: dict = FT, recipe: dict = RECIPE) -> None:
     TUNING.write_text(json.dumps({"ft": _grid(ft), "recipe": recipe, "start": stage1_sha("tune"),
-                                  "curves": curves}, indent=1))
+                                  "code": code_sha(), "curves": curves}, indent=1))
 
 
-EXT_LRS = (1e-3, 3e-2)
-"""The learning rates that widen the committed stage-2 grid to four points (``python -m
-iclr25.occupancy.pretrained widen``): each regime is tuned there by the same routine, data, seed,
-validation set and patience rule as on :data:`FT`'s two rates, and the curves go to their own file
-(:data:`TUNING_EXT`), so the committed choice and final models stay valid; the chapter then asks
-whether the chosen rate is an interior optimum of the four."""
+EXT_LRS = (3e-4, 3e-2)
+"""Learning rates that can widen the committed stage-2 grid (``python -m iclr25.occupancy.pretrained
+widen [REGIME [LR ...]]``) when a regime's choice sits at an edge of :data:`FT`'s rates: each regime
+is tuned there by the same routine, data, seed, validation set and patience rule, and the curves go
+to their own file (:data:`TUNING_EXT`), so the committed choice and final models stay valid; the
+chapter asks whether the chosen rate is an interior optimum of all the rates run."""
 TUNING_EXT = WEIGHTS / "preworld-tuning-ext.json"
 
 
@@ -252,9 +272,9 @@ def widen_grid(lrs: tuple = EXT_LRS, ft: dict = FT, recipe: dict = RECIPE, regim
         data, val = _data(VARIANTS["tune"], recipe), _val(ft)
         for regime in regimes:
             for lr in lrs:
-                start = time.time()
+                start, cpu = time.time(), time.process_time()
                 c = tune(regime, lr, ft, data, val)
-                c["seconds"] = time.time() - start
+                c["seconds"], c["cpu_seconds"] = time.time() - start, time.process_time() - cpu
                 j = json.loads(TUNING_EXT.read_text()) if TUNING_EXT.is_file() else {"curves": {}}
                 j["curves"].setdefault(regime, {})[str(lr)] = _compact(c)
                 j.update(ft=_grid(ft), recipe=dict(recipe), start=stage1_sha("tune"))
@@ -280,8 +300,8 @@ PLATEAU = dict(variant="tune", steps=3200, every=200, n_val=32)
 variant (no evaluation seed) pre-trained with :data:`RECIPE` but for ``steps`` steps, its stage-1
 loss measured every ``every`` steps on the first ``n_val`` validation sequences of :data:`FT`
 (fixed rays, no gradients). Its first :data:`RECIPE` ``["steps"]`` steps are exactly the committed
-tuning variant's run; the curve tells how far below its 800-step value the validation loss still
-falls."""
+tuning variant's run (the learning rate is constant, so the run does not depend on its length); the
+curve tells where the validation loss is lowest, which sets the recipe's steps."""
 PLATEAU_FILE = WEIGHTS / "preworld-stage1-plateau.json"
 
 
@@ -317,7 +337,8 @@ def load_plateau(probe: dict = PLATEAU, recipe: dict = RECIPE) -> dict:
     if not PLATEAU_FILE.is_file():
         raise FileNotFoundError(f"no stage-1 plateau probe at {PLATEAU_FILE}: make it with `{SCRIPT} plateau`")
     j = json.loads(PLATEAU_FILE.read_text())
-    if j["probe"] != dict(probe) or j["recipe"] != dict(recipe):
+    same = lambda a: {k: v for k, v in a.items() if k != "steps"}         # the probe sets its own length
+    if j["probe"] != dict(probe) or same(j["recipe"]) != same(dict(recipe)):
         raise RuntimeError(f"{PLATEAU_FILE} is stale: regenerate it with `{SCRIPT} plateau`")
     return j
 
@@ -398,11 +419,12 @@ def make_checkpoints(recipe: dict = RECIPE, names: tuple | None = None) -> None:
             for k, s in (("main", "data_seed"), ("tune", "tune_data_seed"))}
     WEIGHTS.mkdir(parents=True, exist_ok=True)
     for name in names or tuple(VARIANTS):
-        start = time.time()
+        start, cpu = time.time(), time.process_time()
         model, losses = train_variant(name, recipe, data=data[VARIANTS[name]["data"]])
         ckpt = {"state_dict": model.state_dict(),
                 "meta": {"recipe": dict(recipe), "variant": dict(VARIANTS[name]), "losses": losses,
-                         "seconds": time.time() - start}}
+                         "seconds": time.time() - start, "cpu_seconds": time.process_time() - cpu,
+                         "code": code_sha()}}
         torch.save(ckpt, WEIGHTS / f"preworld-{name}.pt")
         print(f"{name}: {time.time() - start:.0f} s, loss first 50 {sum(losses[:50]) / 50:.3f}, "
               f"last 50 {sum(losses[-50:]) / 50:.3f}", flush=True)
@@ -432,7 +454,7 @@ if __name__ == "__main__":
     if not args:                                   # everything: stage 1, then the tuning grid and final models
         make_checkpoints()
         make_finetuned()
-    elif args[0] in ("finetuned", "tune", "final"):
+    elif args[0] in ("finetuned", "tune", "final", "ceiling"):
         make_finetuned(what={"finetuned": "all"}.get(args[0], args[0]))
     elif args[0] == "plateau":
         stage1_plateau()

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from .metrics import binary_iou_from_confusion, miou_from_confusion, occ_confusion
 from .model import WorldModel
 from .render import enet_weights, gather_fields, render_losses, volume_render
-from .world import (CAR, CURRENT, FRAMES, FREE, GRID, HORIZON, N_CLASSES, PEDESTRIAN, Rig, camera_images,
+from .world import (CAR, CURRENT, EGO_XY, FRAMES, FREE, GRID, HORIZON, N_CLASSES, PEDESTRIAN, Rig, camera_images,
                     flat_index, lidar_labels, make_sequences, raycast, visible_mask)
 
 AUX = (-2, -1, 0, 1, 2)       # frames whose rays supervise the current features in pre-training
@@ -61,6 +61,7 @@ class Recipe:
     rays: int = 40              # pre-training: labelled rays rendered per sample and frame
     evals: tuple = ()           # steps at which to validate (the best state is kept)
     horizon: int = HORIZON
+    occ_loss: str = "enet"      # stage 2: "enet" (class-weighted cross-entropy) or "paper" (:func:`paper_occ_loss`)
     extra: dict = field(default_factory=dict)
 
 
@@ -184,15 +185,108 @@ def occ_loss(logits: list, occ: torch.Tensor, weight: torch.Tensor) -> torch.Ten
     return torch.stack([F.cross_entropy(lg, occ[:, CURRENT + f], weight=weight) for f, lg in enumerate(logits)]).mean()
 
 
+def paper_class_weights(d: dict, idx: torch.Tensor) -> torch.Tensor:
+    """The official code's occupancy class weights, ``1 / log(n_k + 0.001)`` for the occupied classes
+    (``n_k`` their voxel count in the 3D labels of sequences ``idx``, every frame), and 0 for free space."""
+    n = torch.bincount(d["occ"][idx].reshape(-1), minlength=N_CLASSES).clamp_min(2).double()
+    w = 1 / torch.log(n + 0.001)
+    w[FREE] = 0.0
+    return w.float()
+
+
+def radial_weight(grid: tuple = GRID) -> torch.Tensor:
+    """The official focal loss's per-column weight (X, Y): 1 + the column's distance from the ego
+    over the largest such distance (1 at the ego, 2 in the farthest column)."""
+    x = torch.arange(grid[0], dtype=torch.float64)[:, None] + 0.5 - EGO_XY[0]
+    y = torch.arange(grid[1], dtype=torch.float64)[None, :] + 0.5 - EGO_XY[1]
+    r = torch.sqrt(x ** 2 + y ** 2)
+    return (1 + r / r.max()).float()
+
+
+def focal_occ_loss(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor, radial: torch.Tensor,
+                   gamma: float = 2.0, alpha: float = 0.25, scale: float = 100.0) -> torch.Tensor:
+    """The official code's voxel "cross-entropy": a sigmoid focal loss per class channel of the logits
+    (B, C, X, Y, Z) against the one-hot ``target`` (B, X, Y, Z), each channel weighted by its class
+    weight ``weight`` (C,) (free space's is 0, so only the occupied classes' channels are trained:
+    pushed up where they are the label, down everywhere else, free voxels included) and each voxel by
+    ``radial`` (X, Y); summed over channels, averaged over voxels, times ``scale``."""
+    one = F.one_hot(target, logits.shape[1]).movedim(-1, 1).to(logits.dtype)
+    p = torch.sigmoid(logits)
+    pt = (1 - p) * one + p * (1 - one)                                   # probability of the wrong answer
+    focal = (alpha * one + (1 - alpha) * (1 - one)) * pt.pow(gamma)
+    bce = F.binary_cross_entropy_with_logits(logits, one, reduction="none")
+    w = weight.view(1, -1, 1, 1, 1) * radial[None, None, :, :, None]
+    return scale * (bce * focal * w).sum(1).mean()
+
+
+def geo_scal_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """MonoScene's geometry scene-class affinity loss, as in the official code: with ``q`` the softmax
+    probability of "occupied" (1 - p(free)) per voxel of the batch, the cross-entropy (against 1) of
+    the soft precision, recall and specificity of occupied-vs-free: -log(sum q y / sum q)
+    - log(sum q y / sum y) - log(sum (1 - q)(1 - y) / sum (1 - y)), ``y`` = the voxel is occupied."""
+    empty = F.softmax(logits, 1)[:, FREE].reshape(-1)
+    y = (target != FREE).reshape(-1).to(empty.dtype)
+    occ = 1 - empty
+    inter = (y * occ).sum()
+    return (_bce1(inter / occ.sum()) + _bce1(inter / y.sum()) + _bce1(((1 - y) * empty).sum() / (1 - y).sum()))
+
+
+def _bce1(ratio: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of a soft ratio against 1, -log(ratio) (clamped at 100 as torch's is); the ratio
+    is clipped to [0, 1] first, where float rounding of its two sums can push it past 1."""
+    return F.binary_cross_entropy(ratio.clamp(0, 1), torch.ones_like(ratio))
+
+
+def sem_scal_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """MonoScene's semantic scene-class affinity loss, as in the official code: for every class present
+    in ``target`` (free space included), the cross-entropy (against 1) of the soft precision, recall
+    and specificity of that class's softmax probability over the batch's voxels, averaged over those
+    classes."""
+    p = F.softmax(logits, 1).movedim(1, -1).reshape(-1, logits.shape[1])
+    t = target.reshape(-1)
+    terms = []
+    for k in range(logits.shape[1]):
+        y = (t == k).to(p.dtype)
+        if y.sum() == 0:
+            continue
+        pk, inter = p[:, k], (p[:, k] * y).sum()
+        loss = _bce1(inter / y.sum())
+        if pk.sum() > 0:                                   # as the official code: no precision of an unused class
+            loss = loss + _bce1(inter / pk.sum())
+        if (1 - y).sum() > 0:
+            loss = loss + _bce1(((1 - pk) * (1 - y)).sum() / (1 - y).sum())
+        terms.append(loss)
+    return torch.stack(terms).mean()
+
+
+def paper_occ_loss(logits: list, occ: torch.Tensor, weight: torch.Tensor, radial: torch.Tensor) -> torch.Tensor:
+    """The official fine-tuning loss of the occupancy logits [(B, C, X, Y, Z)] * (K+1) against the
+    current and future frames of ``occ`` (B, T, X, Y, Z): per frame the class-weighted focal loss
+    (free space weight 0) plus sem_scal plus geo_scal, weight 1 each (the official code's
+    Lovász-softmax term, which ignores free voxels, is left out), averaged over the frames. Non-finite
+    logits are read as 0, as the official code does."""
+    logits = [torch.nan_to_num(lg, nan=0.0, posinf=0.0, neginf=0.0) for lg in logits]
+    return torch.stack([focal_occ_loss(lg, occ[:, CURRENT + f], weight, radial) + sem_scal_loss(lg, occ[:, CURRENT + f])
+                        + geo_scal_loss(lg, occ[:, CURRENT + f]) for f, lg in enumerate(logits)]).mean()
+
+
 def finetune(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, seed: int, device: torch.device,
              val: dict | None = None, log: list | None = None, callback: tuple | None = None
              ) -> tuple[WorldModel, dict]:
     """Stage 2 (or the 3D-only baseline from scratch): 3D occupancy loss on the current and future
-    frames of the labelled sequences ``idx`` plus the waypoint L2 loss; rendering off. Validates
+    frames of the labelled sequences ``idx`` (``rec.occ_loss``: ``"paper"``, the official code's
+    focal + sem_scal + geo_scal of :func:`paper_occ_loss`, or ``"enet"``, the ENet-weighted
+    cross-entropy of :func:`occ_loss`) plus the waypoint L2 loss; rendering off. Validates
     at ``rec.evals`` on ``val`` and returns the best state and ``{step: score}``. ``callback =
     (fn, steps)`` calls ``fn(step, model)`` after each of those steps (it may raise to stop)."""
     g = torch.Generator().manual_seed(seed)
-    w = class_weights_3d(d, idx).to(device)
+    assert rec.occ_loss in ("enet", "paper"), rec.occ_loss
+    if rec.occ_loss == "paper":
+        w, radial = paper_class_weights(d, idx).to(device), radial_weight().to(device)
+        loss_3d = lambda lg, occ: paper_occ_loss(lg, occ, w, radial)
+    else:
+        w = class_weights_3d(d, idx).to(device)
+        loss_3d = lambda lg, occ: occ_loss(lg, occ, w)
     opt = torch.optim.AdamW(model.parameters(), lr=rec.lr, weight_decay=rec.weight_decay)
     keys = ("images", "state", "traj", "occ")
     scores, best, best_score = {}, None, -1.0
@@ -201,7 +295,7 @@ def finetune(model: WorldModel, d: dict, idx: torch.Tensor, rec: Recipe, seed: i
         bi = idx[torch.randint(len(idx), (rec.batch,), generator=g)]
         b = _batch(d, bi, device, keys)
         vols, wp = model(b["images"], b["state"], rec.horizon)
-        loss = occ_loss([model.occ(v) for v in vols], b["occ"], w) + ((wp - b["traj"]) ** 2).sum(-1).mean()
+        loss = loss_3d([model.occ(v) for v in vols], b["occ"]) + ((wp - b["traj"]) ** 2).sum(-1).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
