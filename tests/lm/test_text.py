@@ -1,5 +1,6 @@
 """Real text corpus and byte-level language-model batches."""
 
+import hashlib
 import math
 
 import pytest
@@ -15,6 +16,24 @@ def test_pydoc_corpus_is_real_english_and_round_trips() -> None:
     ids = encode_bytes(text)
     assert ids.dtype == torch.int64 and int(ids.max()) < 256
     assert decode_bytes(ids) == text
+
+
+def test_pydoc_corpus_is_the_shipped_copy_on_any_python(monkeypatch, tmp_path) -> None:
+    """The corpus is read from the package, not from the running interpreter (whose topics change
+    with each release), and a changed file is refused."""
+    import gzip
+    import sys
+
+    from iclr25.lm import text as T
+
+    assert hashlib.sha256(pydoc_text().encode()).hexdigest() == T.PYDOC_SHA256
+    if sys.version_info[:3] == (3, 11, 7):
+        assert pydoc_text() == T.pydoc_topics_of_this_python()
+    bad = tmp_path / "t.txt.gz"
+    bad.write_bytes(gzip.compress(b"other text"))
+    monkeypatch.setattr(T, "PYDOC_FILE", bad)
+    with pytest.raises(ValueError, match="not the pinned corpus"):
+        T.pydoc_text()
 
 
 def test_split_and_blocks_are_shifted_views() -> None:

@@ -14,7 +14,6 @@ excluded, so that only a change of what the code does invalidates the record). O
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import torch
 
 from iclr25.blackbox import api, zo_pog_study as study
-from iclr25.common.digest import bytes_sha256, load_record, record_sha256
+from iclr25.common.digest import bytes_sha256, load_record, record_sha256, strip_source
 
 N_RANDOM = 64                      # random prompts per seed
 SEED_OFFSET = 20_000               # the random prompts of seed s come from generator seed SEED_OFFSET + s
@@ -46,14 +45,8 @@ def seed_accuracies(s: int, device: torch.device | str = "cpu") -> list[float]:
 
 
 def _strip(src: str) -> str:
-    """Source without docstrings or comments (an AST round trip)."""
-    tree = ast.parse(src)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.unparse(tree)
+    """Source without docstrings, comments or blank lines, the same on every Python version."""
+    return strip_source(src)
 
 
 def code_sha256() -> str:

@@ -60,8 +60,32 @@ def device() -> "torch.device":  # noqa: F821 - torch imported lazily
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def gpu_reproducible() -> None:
+    """On a GPU, float32 matrix products and convolutions in full IEEE precision, and cuDNN's
+    deterministic algorithms.
+
+    CUDA's default lets cuDNN convolutions (and, where enabled, matrix products) round their inputs
+    to TF32, a 10-bit mantissa, and lets cuDNN pick a convolution algorithm per input shape by timing:
+    an identity the book checks to 1e-3 (a DDPM inversion reconstructing its input, a fixed point of
+    guidance) then fails on a GPU and holds on a CPU. Without a GPU nothing changes: CPU float32 is
+    already IEEE.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    if hasattr(torch.backends, "fp32_precision"):   # torch >= 2.9
+        torch.backends.fp32_precision = "ieee"
+    else:  # pragma: no cover - older torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
 def start(scale: str, seed: int = 0, *, threads: int | None = None) -> "torch.device":  # noqa: F821
-    """Set up a chapter: validate ``scale``, seed every RNG, fix torch threads, pick the device.
+    """Set up a chapter: validate ``scale``, seed every RNG, fix torch threads, keep float32 in full
+    precision on a GPU (:func:`gpu_reproducible`), pick the device.
 
     ``threads`` defaults to ``min(2, cpu count)`` so that numbers printed on the reference
     machine (2 cores) do not depend on how many cores a reader has.
@@ -71,6 +95,7 @@ def start(scale: str, seed: int = 0, *, threads: int | None = None) -> "torch.de
     check_scale(scale)
     torch.set_num_threads(threads or min(2, os.cpu_count() or 1))
     seed_everything(seed)
+    gpu_reproducible()
     inline_figures()
     try:
         import matplotlib as mpl

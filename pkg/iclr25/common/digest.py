@@ -76,3 +76,36 @@ def load_record(path: str | Path, rerun: str) -> dict[str, Any]:
     if record_sha256(record) != record.get("sha256"):
         raise ValueError(f"{path}: content differs from its sha256; re-run {rerun}")
     return record
+
+
+def strip_source(src: str) -> str:
+    """Python source without its docstrings, comments and blank lines, for a code fingerprint that a
+    docstring or comment edit does not change.
+
+    It cuts the raw text at the positions that ``ast`` and ``tokenize`` report, so the result is the
+    same on every Python version (``ast.unparse`` is not: its output changed between 3.11 and 3.12).
+    """
+    import ast
+    import io
+    import textwrap
+    import tokenize
+
+    src = textwrap.dedent(src)
+    lines = [ln.encode() for ln in src.splitlines(keepends=True)]
+    cuts = []  # (line, byte col, end line, end byte col, replacement); lines numbered from 1
+    for node in ast.walk(ast.parse(src)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            e = body[0]
+            # a body that is only a docstring reads as ``pass``, as it would be written without one
+            cuts.append((e.lineno, e.col_offset, e.end_lineno, e.end_col_offset, b"pass" if len(body) == 1 else b""))
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:  # tokenize counts characters, ast counts UTF-8 bytes
+            (l0, c0), (l1, c1) = tok.start, tok.end
+            text = src.splitlines(keepends=True)
+            cuts.append((l0, len(text[l0 - 1][:c0].encode()), l1, len(text[l1 - 1][:c1].encode()), b""))
+    for l0, c0, l1, c1, repl in sorted(cuts, reverse=True):
+        lines[l0 - 1:l1] = [lines[l0 - 1][:c0] + repl + lines[l1 - 1][c1:]]
+    out = (b"".join(lines)).decode().splitlines()
+    return "\n".join(ln.rstrip() for ln in out if ln.strip())

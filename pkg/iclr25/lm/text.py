@@ -1,8 +1,10 @@
 """Real English text that ships with Python, byte-level tokens, and language-model batches.
 
 Chapters that need a language model of *real* text (pruning, sparsity, distillation) train on the
-Python reference documentation that every CPython carries (``pydoc_data.topics``: 79 topics,
-about 0.46 MB of English prose with code). Byte-level tokens (vocabulary 256) need no tokenizer
+Python reference documentation (``pydoc_data.topics``: 79 topics, about 0.46 MB of English prose with
+code). CPython carries it, but its content changes with every Python release, so the package ships
+the copy of Python 3.11.7 (gzip, 0.13 MB; the Python documentation's licence is the PSF's) and every
+Python version reads the same bytes. Byte-level tokens (vocabulary 256) need no tokenizer
 training and cover any text::
 
     ids = encode_bytes(pydoc_text())                  # (n,) int64
@@ -13,7 +15,10 @@ training and cover any text::
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import math
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -21,9 +26,27 @@ import torch.nn.functional as F
 BYTE_VOCAB = 256
 
 
+#: the reference topics of Python 3.11.7 (``pydoc_data.topics``), joined in sorted-key order
+PYDOC_FILE = Path(__file__).parent / "data" / "pydoc-topics-3.11.7.txt.gz"
+#: sha256 of the joined text (UTF-8), checked on every read
+PYDOC_SHA256 = "d9dc35bce5ab1a24ed7f4c3c9b7c22450410e9d68279e3426db458c6be371621"
+
+
 def pydoc_text() -> str:
-    """The Python reference topics (``pydoc_data.topics``) joined in sorted-key order: a fixed,
-    offline English corpus of about 0.46 MB (its exact content follows the Python version)."""
+    """The Python reference topics joined in sorted-key order (:data:`PYDOC_FILE`): a fixed, offline
+    English corpus of 466,194 bytes, the same on every Python version.
+
+    Raises ``ValueError`` if the shipped file does not hold the text of :data:`PYDOC_SHA256`.
+    """
+    raw = gzip.decompress(PYDOC_FILE.read_bytes())
+    if hashlib.sha256(raw).hexdigest() != PYDOC_SHA256:
+        raise ValueError(f"{PYDOC_FILE.name} is not the pinned corpus (sha256 {PYDOC_SHA256[:12]}...)")
+    return raw.decode("utf-8")
+
+
+def pydoc_topics_of_this_python() -> str:
+    """The same join of *this* interpreter's ``pydoc_data.topics`` (equal to :func:`pydoc_text` on
+    Python 3.11.7 only; it is how :data:`PYDOC_FILE` was made)."""
     from pydoc_data.topics import topics
 
     return "\n\n".join(topics[k].strip() for k in sorted(topics))
