@@ -651,3 +651,65 @@ def test_weak_feedback_w2_tuned_students_record():
     got = WF.kind_accuracy(lab[:WF.N_STUDENT], d.unlabeled[:WF.N_STUDENT])
     want = r["students"][0]["weak-M tuned"]["label_acc"]
     assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
+
+
+def test_weak_feedback_ridge_1600_record():
+    """The ridge check at |D_l| = 1600: every teacher has its records' cell and the ridge cells, each over the
+    tuning seeds (no evaluation seed), the code that made it is the code here, and the chosen cell is the
+    highest mean accuracy; the small teacher's records' cell on the first tuning seed equals the committed sweep's
+    teacher at 1600 labels trained the same way (to a label flip or two)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_ridge as R
+    from iclr25.align.weak_feedback_teachers import TEACHER_TUNING_SEEDS, cell_key, choose, teach
+
+    torch.set_num_threads(1)
+    r = WF.load_runs()
+    assert r["ridge_1600_seeds"] == list(TEACHER_TUNING_SEEDS) and r["ridge_1600_code_sha256"] == R.code_sha256()
+    for name, cells in r["ridge_1600"].items():
+        assert sorted(cells) == sorted(cell_key(lr, e) for e, lr in R.cells_of(r, name))
+        assert all(len(v) == len(TEACHER_TUNING_SEEDS) for v in cells.values())
+        best = choose(cells)
+        assert all(np.mean([a["all"] for a in cells[cell_key(best[1], best[0])]]) >= np.mean([a["all"] for a in v])
+                   for v in cells.values())
+    model, world = load_world_lm("small")
+    d = WF.seed_data(world, TEACHER_TUNING_SEEDS[0])
+    ref = WF.teacher_reference(model, world, d, n_score=WF.N_POOL)
+    e, lr = R.cells_of(r, "small")[0]
+    got = WF.kind_accuracy(teach(ref, world, d, WF.N_POOL, d.human_pool, {"epochs": e, "lr": lr}), d.unlabeled)
+    want = r["ridge_1600"]["small"][cell_key(lr, e)][0]
+    assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
+
+
+def test_weak_feedback_size_pool_tuned_record():
+    """The W2 label rows at 1600 at the ridge check's best cells: the record used those cells, covers the sweep's
+    seeds and W2_SEEDS, was made by the code here, and where a teacher's ridge cell is its records' cell its
+    accuracies equal the committed records' at 1600 (the same training, so the same labels)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_pool_tuned as P
+
+    r = WF.load_runs()
+    assert r["size_pool_tuned_cells"] == P.ridge_cells(r) and r["size_pool_tuned_code_sha256"] == P.code_sha256()
+    pool = r["sweep"] + r["size_at_pool"]
+    assert [row["seed"] for row in r["size_pool_tuned"]] == [row["seed"] for row in pool]
+    for name, cell in r["size_pool_tuned_cells"].items():
+        if (cell["epochs"], cell["lr"]) == (float(r["teacher_epochs"][name]), WF.TEACHER["lr"]):
+            key = f"{name}/{WF.N_POOL}"
+            assert all(abs(a["teacher"][key][k] - b["teacher"][key][k]) < 5e-3
+                       for a, b in zip(r["size_pool_tuned"], pool) for k in ("all", "F", "B", "H")), name
+
+
+def test_weak_feedback_w2_more_students_record():
+    """The 16 extra seeds of the tuned students: none is a tuning seed or a student evaluation seed of the other
+    records, the record used the grid record's cells and weak-M's student cell, and was made by the code here."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_more_students as W2M
+    import iclr25.align.weak_feedback_w2_tuned_students as W2T
+    from iclr25.align.weak_feedback_teachers import TEACHER_TUNING_SEEDS
+    from iclr25.common.digest import json_sha256
+
+    r, runs = W2M.load(), WF.load_runs()
+    seeds = [row["seed"] for row in r["students"]]
+    assert seeds == list(W2M.MORE_SEEDS) and len(set(seeds)) == 16
+    assert not set(seeds) & {*WF.STUDENT_EVAL_SEEDS, *WF.STUDENT_TUNING_SEEDS, *TEACHER_TUNING_SEEDS}
+    assert r["recipe"]["inputs_sha256"] == json_sha256(W2T.inputs(runs)) and r["recipe"]["code_sha256"] == W2M.code_sha256()
+    assert all(set(W2T.CONDS) <= set(row) for row in r["students"])
