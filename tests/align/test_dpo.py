@@ -651,3 +651,153 @@ def test_weak_feedback_w2_tuned_students_record():
     got = WF.kind_accuracy(lab[:WF.N_STUDENT], d.unlabeled[:WF.N_STUDENT])
     want = r["students"][0]["weak-M tuned"]["label_acc"]
     assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
+
+
+def test_weak_feedback_ridge_1600_record():
+    """The ridge check at |D_l| = 1600: every teacher has its records' cell and the ridge cells, each over the
+    tuning seeds (no evaluation seed), the code that made it is the code here, and the chosen cell is the
+    highest mean accuracy; the small teacher's records' cell on the first tuning seed equals the committed sweep's
+    teacher at 1600 labels trained the same way (to a label flip or two)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_ridge as R
+    from iclr25.align.weak_feedback_teachers import TEACHER_TUNING_SEEDS, cell_key, choose, teach
+
+    torch.set_num_threads(1)
+    r = WF.load_runs()
+    assert r["ridge_1600_seeds"] == list(TEACHER_TUNING_SEEDS) and r["ridge_1600_code_sha256"] == R.code_sha256()
+    for name, cells in r["ridge_1600"].items():
+        assert sorted(cells) == sorted(cell_key(lr, e) for e, lr in R.cells_of(r, name))
+        assert all(len(v) == len(TEACHER_TUNING_SEEDS) for v in cells.values())
+        best = choose(cells)
+        assert all(np.mean([a["all"] for a in cells[cell_key(best[1], best[0])]]) >= np.mean([a["all"] for a in v])
+                   for v in cells.values())
+    model, world = load_world_lm("small")
+    d = WF.seed_data(world, TEACHER_TUNING_SEEDS[0])
+    ref = WF.teacher_reference(model, world, d, n_score=WF.N_POOL)
+    e, lr = R.cells_of(r, "small")[0]
+    got = WF.kind_accuracy(teach(ref, world, d, WF.N_POOL, d.human_pool, {"epochs": e, "lr": lr}), d.unlabeled)
+    want = r["ridge_1600"]["small"][cell_key(lr, e)][0]
+    assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
+
+
+def test_weak_feedback_rule_w2_record():
+    """The human's and the rule's accuracy on W2_SEEDS: one row per seed, made by the code here; the same function
+    reproduces the committed sweep's human and rule_sweep on a sweep seed exactly, and its first W2 seed."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_rule as R
+
+    r = WF.load_runs()
+    assert [row["seed"] for row in r["rule_w2"]] == list(WF.W2_SEEDS) and r["rule_w2_code_sha256"] == R.code_sha256()
+    world = load_world_lm("small")[1]
+    got = R.rule_rows(world, [r["sweep"][0]["seed"], WF.W2_SEEDS[0]])
+    assert got[0]["human"] == r["sweep"][0]["human"]
+    assert all(got[0][str(n)] == r["rule_sweep"][0][str(n)] for n in WF.SIZES)
+    assert got[1] == r["rule_w2"][0]
+    assert got[0]["400"]["all"] != got[1]["400"]["all"]   # two seeds, two different splits
+
+
+def test_weak_feedback_human16_record():
+    """The human student's 16-epoch column: every beta on every student tuning seed, made by the code here; the chosen
+    cell's re-run equals the committed grid's value on that seed (the same training, so the same answers)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_human16 as H
+
+    r = WF.load_runs()
+    assert r["human16_code_sha256"] == H.code_sha256()
+    assert [row["seed"] for row in r["human16"]] == list(WF.STUDENT_TUNING_SEEDS)
+    for row in r["human16"]:
+        assert [(c["beta"], c["epochs"]) for c in row["cells"]] == [(b, H.EXTRA_EPOCHS) for b in WF.BETAS]
+    re, ch = r["human16_rerun"], r["student_chosen"]["human"]
+    assert (re["beta"], re["epochs"]) == (ch["beta"], ch["epochs"])
+    g = next(g for g in r["student_grid"]["human"] if (g["beta"], g["epochs"]) == (ch["beta"], ch["epochs"]))
+    assert abs(re["strict_named"] - g["per_seed_strict_named"][WF.STUDENT_TUNING_SEEDS.index(re["seed"])]) < 1e-3
+
+
+def test_weak_feedback_held_out_nll():
+    """held_out_nll is minus the summed response log-probability (pair_logps) over the number of response tokens."""
+    import iclr25.align.weak_feedback as WF
+    from iclr25.align.dpo import pair_examples, pair_logps
+    from iclr25.align.weak_feedback_sft_plateau import held_out_nll
+    from iclr25.lm import encode_examples
+
+    torch.set_num_threads(1)
+    model, world = load_world_lm("tiny")
+    pairs = WF.seed_data(world, 0).unlabeled[:20]
+    n_tok = float(encode_examples(world.vocab, pair_examples(pairs)).mask[:, 1:].sum())
+    want = -float(pair_logps(model, world.vocab, pairs).sum()) / n_tok
+    assert abs(held_out_nll(model, world.vocab, pairs) - want) < 1e-4 * abs(want)
+    assert held_out_nll(model, world.vocab, pairs[:5]) != held_out_nll(model, world.vocab, pairs[5:10])
+
+
+def test_weak_feedback_sft_plateau_record():
+    """The SFT plateau: every step count of STEPS on the first student tuning seed, made by the code here; its
+    students' step count reproduces the grid's SFT score on that seed."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_sft_plateau as S
+
+    r = WF.load_runs()
+    assert r["sft_plateau_code_sha256"] == S.code_sha256() and r["sft_plateau_seed"] == WF.STUDENT_TUNING_SEEDS[0]
+    assert [row["steps"] for row in r["sft_plateau"]] == list(S.STEPS) and WF.STUDENT_SFT_STEPS in S.STEPS
+    row = next(row for row in r["sft_plateau"] if row["steps"] == WF.STUDENT_SFT_STEPS)
+    assert abs(row["sampled_strict"] - r["student_sft_tuning"][0]) < 1e-3
+
+
+def test_weak_feedback_ridge_ext_record():
+    """small's 1600-label ridge past its end: the cells of EXTRA on every tuning seed, made by the code here, none a cell
+    of the ridge check; its cheapest cell reproduces on the first tuning seed; the re-run of small on the 24 seeds used
+    the best cell of the ridge and its extension together, and was made by the code here."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_ridge_ext as E
+    import iclr25.align.weak_feedback_w2_pool_small as PS
+    from iclr25.align.weak_feedback_teachers import TEACHER_TUNING_SEEDS, cell_key, teach
+
+    torch.set_num_threads(1)
+    r = WF.load_runs()
+    cells = r["ridge_1600_ext"]["small"]
+    assert r["ridge_1600_ext_code_sha256"] == E.code_sha256()
+    assert sorted(cells) == sorted(cell_key(lr, e) for e, lr in E.EXTRA) and not set(cells) & set(r["ridge_1600"]["small"])
+    assert all(len(v) == len(TEACHER_TUNING_SEEDS) for v in cells.values())
+    assert r["size_pool_small_cell"] == PS.ext_cell(r) and r["size_pool_small_code_sha256"] == PS.code_sha256()
+    assert [row["seed"] for row in r["size_pool_small"]] == [row["seed"] for row in r["sweep"]] + list(WF.W2_SEEDS)
+    model, world = load_world_lm("small")
+    d = WF.seed_data(world, TEACHER_TUNING_SEEDS[0])
+    ref = WF.teacher_reference(model, world, d, n_score=WF.N_POOL)
+    e, lr = E.EXTRA[0]
+    got = WF.kind_accuracy(teach(ref, world, d, WF.N_POOL, d.human_pool, {"epochs": e, "lr": lr}), d.unlabeled)
+    want = cells[cell_key(lr, e)][0]
+    assert all(abs(got[k] - want[k]) < 5e-3 for k in got), (got, want)
+
+
+def test_weak_feedback_size_pool_tuned_record():
+    """The W2 label rows at 1600 at the ridge check's best cells: the record used those cells, covers the sweep's
+    seeds and W2_SEEDS, was made by the code here, and where a teacher's ridge cell is its records' cell its
+    accuracies equal the committed records' at 1600 (the same training, so the same labels)."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_pool_tuned as P
+
+    r = WF.load_runs()
+    assert r["size_pool_tuned_cells"] == P.ridge_cells(r) and r["size_pool_tuned_code_sha256"] == P.code_sha256()
+    pool = r["sweep"] + r["size_at_pool"]
+    assert [row["seed"] for row in r["size_pool_tuned"]] == [row["seed"] for row in pool]
+    for name, cell in r["size_pool_tuned_cells"].items():
+        if (cell["epochs"], cell["lr"]) == (float(r["teacher_epochs"][name]), WF.TEACHER["lr"]):
+            key = f"{name}/{WF.N_POOL}"
+            assert all(abs(a["teacher"][key][k] - b["teacher"][key][k]) < 5e-3
+                       for a, b in zip(r["size_pool_tuned"], pool) for k in ("all", "F", "B", "H")), name
+
+
+def test_weak_feedback_w2_more_students_record():
+    """The 16 extra seeds of the tuned students: none is a tuning seed or a student evaluation seed of the other
+    records, the record used the grid record's cells and weak-M's student cell, and was made by the code here."""
+    import iclr25.align.weak_feedback as WF
+    import iclr25.align.weak_feedback_w2_more_students as W2M
+    import iclr25.align.weak_feedback_w2_tuned_students as W2T
+    from iclr25.align.weak_feedback_teachers import TEACHER_TUNING_SEEDS
+    from iclr25.common.digest import json_sha256
+
+    r, runs = W2M.load(), WF.load_runs()
+    seeds = [row["seed"] for row in r["students"]]
+    assert seeds == list(W2M.MORE_SEEDS) and len(set(seeds)) == 16
+    assert not set(seeds) & {*WF.STUDENT_EVAL_SEEDS, *WF.STUDENT_TUNING_SEEDS, *TEACHER_TUNING_SEEDS}
+    assert r["recipe"]["inputs_sha256"] == json_sha256(W2T.inputs(runs)) and r["recipe"]["code_sha256"] == W2M.code_sha256()
+    assert all(set(W2T.CONDS) <= set(row) for row in r["students"])
