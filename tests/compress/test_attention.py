@@ -15,7 +15,7 @@ from iclr25.compress.attention import (attention_loss, attention_loss_grad, atte
                                        gd_prune_factored, gd_prune_merged, logit_loss_grad,
                                        mask_adam, mask_gradient_descent, mean_curvature,
                                        merged_objective, pruned_weight, relative_attention_error,
-                                       row_masks, update_kept_merged)
+                                       row_masks, update_kept_factored, update_kept_merged)
 
 pytestmark = pytest.mark.usefixtures("float64_default", "one_thread")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -305,3 +305,28 @@ def test_gd_pipelines_keep_counts_and_the_update_lowers_the_calibration_error(de
     P0 = P(Wq, Wk)
     assert (relative_attention_error(P(*outf[0.5]["update"]), P0)
             < relative_attention_error(P(*outf[0.5]["mask"]), P0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_adam_snapshots_equal_shorter_runs_and_the_factored_update_keeps_its_support(device):
+    """A snapshot after t steps of one run is the result of a run of t steps (the early-stopping grid
+    relies on it); update_kept_factored lowers its loss and leaves pruned weights at zero."""
+    g = torch.Generator().manual_seed(21)
+    X = torch.randn(3, 6, 8, generator=g).to(device)
+    Wq, Wk = torch.randn(8, 8, generator=g).to(device), torch.randn(8, 8, generator=g).to(device)
+    ones = (torch.ones_like(Wq), torch.ones_like(Wk))
+    obj = factored_objective(X, Wq, Wk, 2, 0.05)
+    snaps = {}
+    final, _ = mask_adam(obj, ones, 0.05, 12, callback=lambda t, M: snaps.__setitem__(t, [m.clone() for m in M]))
+    assert sorted(snaps) == list(range(1, 13))
+    for t in (1, 5, 12):
+        short, _ = mask_adam(obj, ones, 0.05, t)
+        for a, b in zip(short, snaps[t]):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    keep = tuple(torch.rand(8, 8, generator=g).to(device) > 0.5 for _ in range(2))
+    att0 = factored_objective(X, Wq, Wk, 2, 0.0)
+    seen = []
+    (q, k), hist = update_kept_factored(att0, Wq, Wk, keep, 20, 0.02, callback=lambda t, W: seen.append(W))
+    assert hist[-1] < hist[0] and len(seen) == 20
+    assert bool((q[~keep[0]] == 0).all()) and bool((k[~keep[1]] == 0).all())
+    torch.testing.assert_close(seen[-1][0], q)

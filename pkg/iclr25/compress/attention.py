@@ -218,11 +218,14 @@ def mask_gradient_descent(loss_grad: Callable, M0: Tensor | Sequence[Tensor], et
 def mask_adam(loss_grad: Callable, M0: Tensor | Sequence[Tensor], lr: float, steps: int,
               lo: float | None = 0.0, hi: float | None = 1.0,
               support: Tensor | Sequence[Tensor] | None = None, betas: tuple[float, float] = (0.9, 0.999),
-              eps: float = 1e-12) -> tuple[Tensor | tuple[Tensor, ...], list[float]]:
+              eps: float = 1e-12, callback: Callable | None = None) -> tuple[Tensor | tuple[Tensor, ...], list[float]]:
     """:func:`mask_gradient_descent` with Adam's per-entry step instead of a global ``eta``
     (bias-corrected moments, then the same projection). Our substitution for real models, where
     the mask has ~10^5 entries and plain GD at ``eta <= 1/L`` only shrinks ``M`` uniformly within
-    our step budget (the Hessian's condition number is far larger than the budget)."""
+    our step budget (the Hessian's condition number is far larger than the budget).
+
+    ``callback(t, M)``, if given, sees the iterate after every ``t = 1 .. steps`` steps (snapshots
+    of one run: the iterate after ``t`` steps is the result of a run of ``t`` steps)."""
     b1, b2 = betas
     m1: list[Tensor] = []
     m2: list[Tensor] = []
@@ -239,13 +242,13 @@ def mask_adam(loss_grad: Callable, M0: Tensor | Sequence[Tensor], lr: float, ste
             out.append(lr * step)
         return out
 
-    return _projected_descent(loss_grad, M0, adam_steps, steps, lo, hi, support)
+    return _projected_descent(loss_grad, M0, adam_steps, steps, lo, hi, support, callback)
 
 
 def _projected_descent(loss_grad: Callable, M0: Tensor | Sequence[Tensor],
                        steps_of: Callable[[int, list[Tensor]], list[Tensor]], steps: int,
-                       lo: float | None, hi: float | None, support: Tensor | Sequence[Tensor] | None
-                       ) -> tuple[Tensor | tuple[Tensor, ...], list[float]]:
+                       lo: float | None, hi: float | None, support: Tensor | Sequence[Tensor] | None,
+                       callback: Callable | None = None) -> tuple[Tensor | tuple[Tensor, ...], list[float]]:
     """The loop both mask optimisers share: ``M <- P(M - steps_of(t, grad L(M)))``, with the
     projection, the loss history and the early stop on a non-finite loss described in
     :func:`mask_gradient_descent`."""
@@ -259,6 +262,8 @@ def _projected_descent(loss_grad: Callable, M0: Tensor | Sequence[Tensor],
             break
         deltas = steps_of(t, list(_as_list(grads)))
         Ms = _project([m - d for m, d in zip(Ms, deltas)], lo, hi, sup)
+        if callback is not None:
+            callback(t + 1, _unlist(Ms, M0))
     return _unlist(Ms, M0), history
 
 
@@ -430,12 +435,15 @@ def update_kept_merged(X: Tensor, W: Tensor, keep: Tensor, kind: str = "softmax"
 
 
 def update_kept_factored(loss_grad: LossGrad, Wq: Tensor, Wk: Tensor, keep: tuple[Tensor, Tensor],
-                         steps: int = 40, lr: float = 0.01) -> tuple[tuple[Tensor, Tensor], list[float]]:
+                         steps: int = 40, lr: float = 0.01, callback: Callable | None = None
+                         ) -> tuple[tuple[Tensor, Tensor], list[float]]:
     """:func:`update_kept_merged` for factored masks, with Adam: ``loss_grad`` is a
-    :func:`factored_objective` with ``lam = 0``; returns ``((Wq', Wk'), loss history)``."""
+    :func:`factored_objective` with ``lam = 0``; returns ``((Wq', Wk'), loss history)``.
+    ``callback(t, (Wq_t, Wk_t))`` sees the updated weights after every step ``t``."""
     kq, kk = keep
+    cb = None if callback is None else (lambda t, R: callback(t, (Wq * R[0], Wk * R[1])))
     (Rq, Rk), hist = mask_adam(loss_grad, (kq.to(Wq.dtype), kk.to(Wk.dtype)), lr, steps, lo=None, hi=None,
-                               support=(kq, kk))
+                               support=(kq, kk), callback=cb)
     return (Wq * Rq, Wk * Rk), hist
 
 
