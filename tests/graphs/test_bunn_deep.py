@@ -98,3 +98,48 @@ def test_edges_record_steps_one_learning_rate_past_each_chosen_edge():
         assert (e["depth"], e["lr"]) == (t["depth"], step)
         run = e["run"]
         assert run["val"] == max(run["curve"]) and 0.0 <= run["test"] <= 1.0 and len(run["loss_head"]) == 5
+
+
+def test_second_look_record_pairs_new_seeds_with_the_tuned_arms(tmp_path):
+    """The second look (``bunn_look2``): seeds 10-19, disjoint from the first look's and the tuning seed, every
+    arm at the depth and learning rate its first-look record tuned, read from the committed records."""
+    from iclr25.graphs import bunn_look2
+
+    info = bunn_look2.load_record()
+    assert info["recipe"] == json.loads(json.dumps(bunn_look2.RECIPE))
+    assert info["code_sha256"]["bunn_look2.py"] == file_sha256(bunn_look2.HERE / "bunn_look2.py")
+    res, r = info["results"], info["recipe"]
+    hr, deep, gate = bunn_headroom.load_record(), bunn_deep.load_record(), bunn_gate.load_record()
+    assert res["sources"] == {"bunn-headroom": hr["sha256_results"], "bunn-deep": deep["sha256_results"],
+                              "bunn-gate": gate["sha256_results"]}
+    assert not set(r["seeds"]) & (set(hr["recipe"]["seeds"]) | {hr["recipe"]["tune_seed"]})
+    assert r["level"] == 1 - 0.05 / r["looks"]   # Bonferroni over the looks
+    assert set(res["arms"]) == set(r["arms"]) == set(bunn_look2.arms())
+    for name, arm in res["arms"].items():
+        assert {k: arm[k] for k in ("model", "depth", "lr")} == bunn_look2.arms()[name]
+        assert sorted(map(int, arm["runs"])) == r["seeds"]
+        for run in arm["runs"].values():
+            assert run["val"] == max(run["curve"]) and 0.0 <= run["test"] <= 1.0 and len(run["loss_head"]) == 5
+    info["results"]["arms"]["BuNN"]["runs"]["10"]["test"] += 0.01
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(info))
+    with pytest.raises(RuntimeError):
+        bunn_look2.load_record(path)
+
+
+def test_runner_up_record_pairs_the_evaluation_seeds():
+    """``bunn_edges --parts runner_up``: the second-best tuned baseline on the first look's evaluation seeds."""
+    from iclr25.graphs import bunn_edges
+
+    info = bunn_edges.load_record(bunn_edges.WEIGHTS / f"{bunn_edges.NAME}-runner-up.json")
+    hr = bunn_headroom.load_record()
+    res, tuning = info["results"], hr["results"]["tuning"]
+    assert info["code_sha256"]["bunn_edges.py"] == file_sha256(bunn_edges.HERE / "bunn_edges.py")
+    assert res["parts"] == ["runner_up"] and res["headroom_sha256_results"] == hr["sha256_results"]
+    val = {k: t["table"][f"{t['depth']},{t['lr']:g}"]["val"] for k, t in tuning.items()}
+    ru = res["runner_up"]
+    assert ru["model"] == sorted(val, key=val.get)[-2] != hr["results"]["best"]
+    assert (ru["depth"], ru["lr"]) == (tuning[ru["model"]]["depth"], tuning[ru["model"]]["lr"])
+    assert sorted(map(int, ru["runs"])) == hr["recipe"]["seeds"]
+    for run in ru["runs"].values():
+        assert run["val"] == max(run["curve"]) and 0.0 <= run["test"] <= 1.0 and len(run["loss_head"]) == 5
