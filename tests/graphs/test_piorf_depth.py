@@ -24,6 +24,9 @@ def test_hop_mask_is_the_union_of_hop_balls():
 def test_record_matches_the_recipe_the_code_and_its_checksum():
     import json
 
+    import numpy as np
+    import pytest
+
     from iclr25.common.digest import file_sha256
     from iclr25.graphs import piorf_depth as P
 
@@ -41,6 +44,12 @@ def test_record_matches_the_recipe_the_code_and_its_checksum():
             r = res["runs"][f"{m},{s}"]
             assert r["steps"] <= P.RECIPE["max_steps"] and len(r["loss_head"]) == P.RECIPE["n_loss_head"]
             assert r["curve"][-1][0] == r["steps"]  # the last reading is where the run stopped
+    # the two looks: the first read the first seeds, the second added the rest; CPU seconds add up
+    looks = rec["looks"]
+    assert [s for lk in looks for s in lk["seeds"]] == P.RECIPE["seeds"]
+    assert [len(lk["seeds"]) for lk in looks] == [P.RECIPE["looks"][0]] + list(np.diff(P.RECIPE["looks"]))
+    assert rec["cpu_s"] == pytest.approx(sum(lk["cpu_s"] for lk in looks))
+    assert looks[-1]["code_sha256"] == rec["code_sha256"]
 
 
 def test_record_edits_are_detected(tmp_path):

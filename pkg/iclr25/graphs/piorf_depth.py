@@ -10,6 +10,9 @@ trajectories and frames), so that what the new edges hear spreads over their nei
 * every method's learning rate is chosen from ``RECIPE["lrs"]`` on the tuning seed (validation one-step RMSE
   after ``RECIPE["tune_steps"]`` steps), the grid extended by a factor 2 beyond an edge where the best value
   lies (at most ``RECIPE["extend"]`` times), as in the chapter;
+* the evaluation is read in two looks fixed in advance (``RECIPE["looks"]``: the first 5 seeds, then all 10);
+  ``--add-seeds`` trains the seeds of ``RECIPE["seeds"]`` the record lacks, with the record's learning rates,
+  and adds them to it (the record keeps the code sha256 of each look);
 * each evaluation seed of ``RECIPE["seeds"]`` trains every method with the same frames and (same depth) the same
   initial weights. The learning rate decays exponentially to ``RECIPE["decay"]`` of its value over
   ``RECIPE["max_steps"]``; the validation one-step RMSE is read every ``RECIPE["check_every"]`` steps, and a run
@@ -52,7 +55,7 @@ RERUN = "python -m iclr25.graphs.piorf_depth"
 RECIPE: dict = dict(
     data=dict(n_train=5, n_val=1, n_test=2, frames=50, every=100, spinup=1200, h_min=0.013, h_max=0.045, seed=0),
     ratio=0.03, rule="speed", latent=32, blocks=2, deep_blocks=4, methods=["none", "random", "piorf", "fosr", "deep"],
-    lrs=[2e-3, 4e-3, 8e-3], extend=2, tune_steps=375, tune_seed=100, seeds=[0, 1, 2, 3, 4],
+    lrs=[2e-3, 4e-3, 8e-3], extend=2, tune_steps=375, tune_seed=100, seeds=list(range(10)), looks=[5, 10],
     max_steps=3000, check_every=150, patience=4, min_gain=0.01, decay=0.05, noise=0.02,
     horizon=10, start_every=10, n_loss_head=10)
 
@@ -292,6 +295,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=PATH)
     parser.add_argument("--time", action="store_true", help="time 50 steps per depth and exit")
+    parser.add_argument("--add-seeds", action="store_true",
+                        help="train the seeds of RECIPE['seeds'] missing from the record (its learning rates) and add them")
     args = parser.parse_args()
     torch.set_num_threads(1)
     c_all, t_all = time.process_time(), time.time()
@@ -304,13 +309,17 @@ def main() -> None:
             fit(m, 0, 4e-3, trajs, steps=50, patience=False)
             print(f"{m}: {(time.process_time() - c0) / 50 * 1000:.1f} cpu ms/step", flush=True)
         return
-    lr, tuning = {}, {}
-    for m in RECIPE["methods"]:
-        c0 = time.process_time()
-        lr[m], tuning[m] = tune(m, trajs)
-        print(f"{m}: lr {lr[m]:g} ({time.process_time() - c0:.0f} cpu s)", flush=True)
-    runs: dict[str, dict] = {}
-    for s in RECIPE["seeds"]:
+    old = load(args.out) if args.add_seeds else None
+    if old is not None:  # the second look: same data, learning rates and stopping rule, more seeds
+        lr, tuning, runs = old["results"]["lr"], old["results"]["tuning"], dict(old["results"]["runs"])
+        seeds = [s for s in RECIPE["seeds"] if f"none,{s}" not in runs]
+    else:
+        lr, tuning, runs, seeds = {}, {}, {}, RECIPE["seeds"]
+        for m in RECIPE["methods"]:
+            c0 = time.process_time()
+            lr[m], tuning[m] = tune(m, trajs)
+            print(f"{m}: lr {lr[m]:g} ({time.process_time() - c0:.0f} cpu s)", flush=True)
+    for s in seeds:
         ev, rands = {}, {}
         for m in RECIPE["methods"]:
             c0 = time.process_time()
@@ -326,8 +335,14 @@ def main() -> None:
             runs[f"touched:{key},{s}"] = v
     persist = float(torch.cat([rmse(t["u"][:-1], t["u"][1:]) for t in test]).mean())
     results = dict(lr=lr, tuning=tuning, runs=runs, persistence=persist)
+    looks = [dict(seeds=seeds, code_sha256=code_sha256(), cpu_s=time.process_time() - c_all,
+                  wall_s=time.time() - t_all)]
+    if old is not None:
+        first = dict(seeds=[s for s in RECIPE["seeds"] if s not in seeds], code_sha256=old["code_sha256"],
+                     cpu_s=old["cpu_s"], wall_s=old["wall_s"])
+        looks = old.get("looks", [first]) + looks
     rec = dict(recipe=RECIPE, code_sha256=code_sha256(), torch=torch.__version__, results=results,
-               cpu_s=time.process_time() - c_all, wall_s=time.time() - t_all)
+               cpu_s=sum(x["cpu_s"] for x in looks), wall_s=sum(x["wall_s"] for x in looks), looks=looks)
     rec["sha256"] = record_sha256(rec)
     args.out.write_text(json.dumps(rec, indent=1))
     print(f"saved {args.out} ({rec['cpu_s']:.0f} cpu s)")
