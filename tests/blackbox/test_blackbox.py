@@ -429,7 +429,7 @@ def test_random_prompts_are_candidates_and_deterministic():
 def test_code_hash_ignores_docstrings_and_comments_but_not_code():
     """The random-prompt record's code hash strips docstrings and comments (cut from the raw text at the positions ast reports), so a
     documentation edit keeps the record valid, while a change of what the code does changes it."""
-    from iclr25.blackbox.zo_pog_random import _strip
+    from iclr25.common.digest import strip_source as _strip
     a = 'def f(x):\n    """Doc."""\n    return x + 1  # note\n'
     b = 'def f(x):\n    """Other doc, longer."""\n    # a comment\n    return x + 1\n'
     c = 'def f(x):\n    """Doc."""\n    return x + 2\n'

@@ -44,16 +44,11 @@ def seed_accuracies(s: int, device: torch.device | str = "cpu") -> list[float]:
     return [round(100 * bb.evaluate(p, None, enc["test"]), 2) for p in random_prompts(s)]
 
 
-def _strip(src: str) -> str:
-    """Source without docstrings, comments or blank lines, the same on every Python version."""
-    return strip_source(src)
-
-
 def code_sha256() -> str:
     """sha256 of what determines the record: the black box, the study's setup and this script's
     drawing and scoring (docstrings and comments excluded), with their constants."""
-    src = [_strip(inspect.getsource(api))]
-    src += [_strip(inspect.getsource(f)) for f in (study._setup, random_prompts, seed_accuracies)]
+    src = [strip_source(inspect.getsource(api))]
+    src += [strip_source(inspect.getsource(f)) for f in (study._setup, random_prompts, seed_accuracies)]
     consts = dict(N_RANDOM=N_RANDOM, SEED_OFFSET=SEED_OFFSET, TASK=study.TASK, N_POS=study.N_POS,
                   N_CAND=study.N_CAND, N_TEST=study.N_TEST, LEXICON=study.LEXICON, EXCLUDE=study.EXCLUDE,
                   TEMPLATE=study.TEMPLATE, D=study.D_INTRINSIC, seeds=study.EVAL_SEEDS)

@@ -32,8 +32,7 @@ from iclr25.blackbox import zo_pog_study as study
 from iclr25.blackbox.api import BlackBoxLM, encode_task
 from iclr25.blackbox.methods import run_bbt, run_bdpl, run_zo_pog
 from iclr25.blackbox.prompts import pmi_candidates, random_projection
-from iclr25.blackbox.zo_pog_random import _strip
-from iclr25.common.digest import bytes_sha256, load_record, record_sha256
+from iclr25.common.digest import bytes_sha256, load_record, record_sha256, strip_source
 from iclr25.lm import few_shot_split
 
 TEMPLATE_T = tuple(study.MANUAL.split())     # the shared template: the hand-written prompt
@@ -100,8 +99,8 @@ def summarize(name: str, s: int, point: tuple | None, device: torch.device | str
 
 def code_sha256() -> str:
     """sha256 of what determines the record (docstrings and comments excluded), with the constants."""
-    src = [_strip(inspect.getsource(m)) for m in (api, cmaes, methods, policy, prompts, zo)]
-    src += [_strip(inspect.getsource(f)) for f in (study.config, setup, summarize, make)]
+    src = [strip_source(inspect.getsource(m)) for m in (api, cmaes, methods, policy, prompts, zo)]
+    src += [strip_source(inspect.getsource(f)) for f in (study.config, setup, summarize, make)]
     consts = dict(TEMPLATE_T=TEMPLATE_T, EXCLUDE_T=EXCLUDE_T, METHODS=METHODS, TASK=study.TASK,
                   BUDGET=study.BUDGET, N_TEST=study.N_TEST, N_POS=study.N_POS, N_CAND=study.N_CAND,
                   D=study.D_INTRINSIC, LEXICON=study.LEXICON, MU=study.MU, GRIDS=GRIDS_T,

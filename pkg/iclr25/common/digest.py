@@ -100,10 +100,10 @@ def strip_source(src: str) -> str:
             e = body[0]
             # a body that is only a docstring reads as ``pass``, as it would be written without one
             cuts.append((e.lineno, e.col_offset, e.end_lineno, e.end_col_offset, b"pass" if len(body) == 1 else b""))
+    text = src.splitlines(keepends=True)
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
         if tok.type == tokenize.COMMENT:  # tokenize counts characters, ast counts UTF-8 bytes
             (l0, c0), (l1, c1) = tok.start, tok.end
-            text = src.splitlines(keepends=True)
             cuts.append((l0, len(text[l0 - 1][:c0].encode()), l1, len(text[l1 - 1][:c1].encode()), b""))
     for l0, c0, l1, c1, repl in sorted(cuts, reverse=True):
         lines[l0 - 1:l1] = [lines[l0 - 1][:c0] + repl + lines[l1 - 1][c1:]]

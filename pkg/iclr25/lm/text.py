@@ -16,12 +16,13 @@ training and cover any text::
 from __future__ import annotations
 
 import gzip
-import hashlib
 import math
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from iclr25.common.digest import bytes_sha256
 
 BYTE_VOCAB = 256
 
@@ -39,7 +40,7 @@ def pydoc_text() -> str:
     Raises ``ValueError`` if the shipped file does not hold the text of :data:`PYDOC_SHA256`.
     """
     raw = gzip.decompress(PYDOC_FILE.read_bytes())
-    if hashlib.sha256(raw).hexdigest() != PYDOC_SHA256:
+    if bytes_sha256(raw) != PYDOC_SHA256:
         raise ValueError(f"{PYDOC_FILE.name} is not the pinned corpus (sha256 {PYDOC_SHA256[:12]}...)")
     return raw.decode("utf-8")
 
