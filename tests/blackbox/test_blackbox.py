@@ -467,3 +467,43 @@ def test_template_setting_shares_the_template_and_admits_polar_adjectives():
     words = set(vocab.decode(cands).split())
     assert words & (set(POSITIVE) | set(NEGATIVE))
     assert not set(vocab.decode(study.setup(0)[1]).split()) & (set(POSITIVE) | set(NEGATIVE))
+
+
+def test_budget_record_is_current_and_refused_when_edited(tmp_path):
+    """The committed small-budget study was made by the current code, covers every method, control and
+    pre-registered seed, spends at most its budget without a gradient leak, its references re-score
+    live, and an edited copy is refused."""
+    import json
+    from iclr25.blackbox import zo_pog_budget as zb
+    rec = zb.load()
+    assert rec["code_sha256"] == zb.code_sha256(), "re-run python -m iclr25.blackbox.zo_pog_budget"
+    assert set(rec["runs"]) == set(zb.METHODS_B) | set(zb.CONTROLS_B) | {"reference"}
+    assert all(set(r) == {str(s) for s in zb.EVAL_SEEDS_B} for r in rec["runs"].values())
+    assert not set(zb.TUNE_SEEDS_B) & set(zb.EVAL_SEEDS_B)
+    runs = [o for m, r in rec["runs"].items() if m != "reference" for o in r.values()]
+    assert all(o["queries"] <= zb.BUDGET_B and not o["leak"] for o in runs)
+    s = zb.EVAL_SEEDS_B[2]
+    live = zb.summarize("reference", s, None)
+    ref = rec["runs"]["reference"][str(s)]
+    assert abs(live["template"] - ref["template"]) <= 1.0
+    assert all(abs(live["best_of"][k] - ref["best_of"][k]) <= 1.0 for k in ref["best_of"])
+    rec["runs"]["BBT"][str(s)]["acc"] = 100.0
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps(rec))
+    with pytest.raises(ValueError):
+        zb.load(bad)
+
+
+def test_budget_setup_keeps_the_template_study_and_enlarges_only_the_dev_set():
+    """The small-budget study shares the template study's candidates, projection, training shots and
+    test set per seed; its dev set holds DEV_K examples per class (more than the template study's); a
+    control runs at ZO-PoG's cell."""
+    from iclr25.blackbox import zo_pog_budget as zb, zo_pog_template as zt
+    enc, cands, A = zb.setup(1)
+    enc_t, cands_t, A_t = zt.setup(1)
+    assert torch.equal(cands, cands_t) and torch.equal(A, A_t)
+    for part in ("train", "test"):
+        assert torch.equal(enc[part].body, enc_t[part].body) and torch.equal(enc[part].labels, enc_t[part].labels)
+    assert len(enc["dev"]) == 2 * zb.DEV_K and int(enc["dev"].labels.sum()) == zb.DEV_K
+    assert len(enc_t["dev"]) < len(enc["dev"])
+    assert zb.point_of("ZO-PoG no Gumbel", {"ZO-PoG": [1.0, 0.1]}) == (1.0, 0.1)
