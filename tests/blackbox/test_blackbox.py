@@ -467,3 +467,171 @@ def test_template_setting_shares_the_template_and_admits_polar_adjectives():
     words = set(vocab.decode(cands).split())
     assert words & (set(POSITIVE) | set(NEGATIVE))
     assert not set(vocab.decode(study.setup(0)[1]).split()) & (set(POSITIVE) | set(NEGATIVE))
+
+
+def test_budget_record_is_current_and_refused_when_edited(tmp_path):
+    """The committed small-budget study was made by the current code, covers every method, control and
+    pre-registered seed, spends at most its budget without a gradient leak, its references re-score
+    live, and an edited copy is refused."""
+    import json
+    from iclr25.blackbox import zo_pog_budget as zb
+    rec = zb.load()
+    assert rec["code_sha256"] == zb.code_sha256(), "re-run python -m iclr25.blackbox.zo_pog_budget"
+    assert set(rec["runs"]) == set(zb.METHODS_B) | set(zb.CONTROLS_B) | {"reference"}
+    assert all(set(r) == {str(s) for s in zb.EVAL_SEEDS_B} for r in rec["runs"].values())
+    assert not set(zb.TUNE_SEEDS_B) & set(zb.EVAL_SEEDS_B)
+    runs = [o for m, r in rec["runs"].items() if m != "reference" for o in r.values()]
+    assert all(o["queries"] <= zb.BUDGET_B and not o["leak"] for o in runs)
+    s = zb.EVAL_SEEDS_B[2]
+    live = zb.summarize("reference", s, None)
+    ref = rec["runs"]["reference"][str(s)]
+    assert abs(live["template"] - ref["template"]) <= 1.0
+    assert all(abs(live["best_of"][k] - ref["best_of"][k]) <= 1.0 for k in ref["best_of"])
+    rec["runs"]["BBT"][str(s)]["acc"] = 100.0
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps(rec))
+    with pytest.raises(ValueError):
+        zb.load(bad)
+
+
+def test_budget_setup_keeps_the_template_study_and_enlarges_only_the_dev_set():
+    """The small-budget study shares the template study's candidates, projection, training shots and
+    test set per seed; its dev set holds DEV_K examples per class (more than the template study's); a
+    control runs at ZO-PoG's cell."""
+    from iclr25.blackbox import zo_pog_budget as zb, zo_pog_template as zt
+    enc, cands, A = zb.setup(1)
+    enc_t, cands_t, A_t = zt.setup(1)
+    assert torch.equal(cands, cands_t) and torch.equal(A, A_t)
+    for part in ("train", "test"):
+        assert torch.equal(enc[part].body, enc_t[part].body) and torch.equal(enc[part].labels, enc_t[part].labels)
+    assert len(enc["dev"]) == 2 * zb.DEV_K and int(enc["dev"].labels.sum()) == zb.DEV_K
+    assert len(enc_t["dev"]) < len(enc["dev"])
+    assert zb.point_of("ZO-PoG no Gumbel", {"ZO-PoG": [1.0, 0.1]}) == (1.0, 0.1)
+
+
+class _LinearBox:
+    """A stand-in black box whose loss on example e is c_e + <W_e, offset>: linear in z, a different
+    gradient and a very different constant per example; it records the offset of its last evaluation."""
+
+    def __init__(self, budget: int, W: torch.Tensor, c: torch.Tensor) -> None:
+        self.budget, self.W, self.c, self.n_queries = budget, W, c, 0
+        self.embed_dim = W.shape[-1]
+        self.last_offset = None
+
+    def query(self, prompts, offs, batch):
+        m = prompts.shape[0]
+        if self.n_queries + m > self.budget:
+            raise BudgetExceeded("fake")
+        self.n_queries += m
+        ids = batch.body[:, 0]
+        if offs.dim() == 3:   # one offset for every example
+            offs = offs[:, None].expand(m, len(ids), *offs.shape[1:])
+        return self.c[ids][None] + (offs * self.W[ids][None]).sum((-1, -2)), None
+
+    def evaluate(self, prompt, off, data):
+        self.last_offset = off
+        return 0.5
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_zo_step_inside_run_zo_pog_pairs_each_direction_with_one_example(discrete):
+    """Inside run_zo_pog the +mu and -mu points of direction r are scored on the same example r mod B:
+    on a per-example linear loss the two-point difference is then exact and the constants c_e cancel, so
+    one step gives z = -g with E g = the mean over examples of A^T vec(W_e). A mismatch of directions,
+    signs or examples would leave terms (c_e - c_e')/(2 mu) ~ 10^4 in g or move its mean."""
+    from iclr25.blackbox.api import EncodedTask
+    n_pos, D, d, B, I = 2, 3, 4, 4, 2
+    gen = torch.Generator().manual_seed(0)
+    W = torch.randn(B, n_pos, D, generator=gen)
+    c = 100.0 * torch.arange(B, dtype=torch.float32)
+    A = torch.randn(n_pos * D, d, generator=gen)
+    data = EncodedTask(torch.arange(B)[:, None], torch.ones(B, dtype=torch.long), torch.zeros(B, dtype=torch.long))
+    cfg = PromptTuningConfig(batch_size=B, n_samples=I, lr_z=1.0, mu=1e-2, lr_alpha=0.0)
+    target = (A.T @ W.reshape(B, -1).T).mean(1)   # mean over examples of the gradient in z
+    gs = []
+    for s in range(400):
+        bb = _LinearBox(2 * I if discrete else I, W, c)
+        run_zo_pog(bb, data, data, data, torch.arange(5), n_pos, A, cfg, seed=s, discrete=discrete)
+        z = torch.linalg.lstsq(A, bb.last_offset.reshape(-1, 1)).solution[:, 0]
+        gs.append(-z)
+    G = torch.stack(gs)
+    assert G.abs().max() < 50 * target.abs().max() + 50, "a constant c_e leaked into the ZO estimate"
+    se = G.std(0) / len(gs) ** 0.5
+    assert torch.all((G.mean(0) - target).abs() < 4 * se + 1e-3), (G.mean(0), target, se)
+
+
+def test_best_of_k_reads_the_leading_draws_and_matches_the_budget_reference():
+    """best_of_k picks the first draw with the best dev score among the first k (the draws kept on test are
+    exactly those that lead all earlier ones on dev), and agrees with the 300-query study's best-of-k."""
+    from iclr25.blackbox import zo_pog_budget as zb, zo_pog_budget2 as z2
+    draws = {"dev": [50.0, 60.0, 60.0, 55.0, 70.0], "test": {"0": 1.0, "1": 2.0, "4": 3.0}}
+    assert [z2.best_of_k(draws, k) for k in (1, 2, 3, 4, 5)] == [1.0, 2.0, 2.0, 2.0, 3.0]
+    s = zb.EVAL_SEEDS_B[3]
+    live = z2.reference_draws(s)
+    assert set(live["test"]) == {str(i) for i in range(len(live["dev"])) if all(live["dev"][i] > d for d in live["dev"][:i])}
+    ref = zb.load()["runs"]["reference"][str(s)]["best_of"]
+    assert all(abs(z2.best_of_k(live, int(k)) - v) <= 1.0 for k, v in ref.items())
+
+
+def test_big_grid_is_the_optimum_and_its_neighbours():
+    """The 1000-query grid holds each 300-query optimum with its neighbours; past an axis end the end step repeats."""
+    from iclr25.blackbox import zo_pog_budget2 as z2
+    assert z2.neighbours(0.3, (0.01, 0.1, 0.3, 1.0)) == (0.1, 0.3, 1.0)
+    assert z2.neighbours(1.0, (0.1, 0.3, 1.0)) == (0.3, 1.0, round(1 / 0.3, 6))
+    assert z2.neighbours(0.1, (0.1, 0.3, 1.0)) == (round(0.01 / 0.3, 6), 0.1, 0.3)
+    g = z2.big_grid({"ZO-PoG": [3.0, 0.3], "ZO-PoG no continuous": [0.3], "ZO-only": [0.3], "BDPL": [0.3],
+                     "BBT": [0.1], z2.NO_GUMBEL: [3.0, 0.3]})
+    assert g["ZO-PoG"] == ((1.0, 3.0, 10.0), (0.1, 0.3, 1.0)) and g["BBT"] == ((0.03, 0.1, 0.3),)
+
+
+def test_polar_mass_of_a_uniform_policy_is_the_share_of_adjectives():
+    """A uniform policy puts on the positive (negative) adjectives the share of candidates that are such."""
+    from iclr25.blackbox import zo_pog_budget as zb, zo_pog_budget2 as z2
+    from iclr25.lm.language import NEGATIVE, POSITIVE
+    _, cands, _ = zb.setup(zb.EVAL_SEEDS_B[0])
+    _, vocab = z2.study.model_and_vocab()
+    words = [vocab.decode(torch.tensor([int(c)])).strip() for c in cands]
+    pos, neg = z2.polar_mass(torch.full((4, len(cands)), 1 / len(cands)), cands)
+    assert pos == pytest.approx(np.mean([w in POSITIVE for w in words])) and pos > 0
+    assert neg == pytest.approx(np.mean([w in NEGATIVE for w in words])) and neg > 0
+    one = torch.zeros(4, len(cands))
+    one[:, [w in NEGATIVE for w in words].index(True)] = 1.0
+    assert z2.polar_mass(one, cands) == (0.0, 1.0)
+
+
+def test_budget_control_records_are_current_and_refused_when_edited(tmp_path):
+    """The controls and the 1000-query records were made by the current code from the committed 300-query
+    record, cover their pre-registered seeds and arms, stay within their budgets without a gradient leak,
+    the re-runs reproduce the 300-query record, and an edited copy is refused."""
+    import json
+    from iclr25.blackbox import zo_pog_budget as zb, zo_pog_budget2 as z2
+    bud, chk, big = zb.load(), z2.load_checks(), z2.load_big()
+    assert chk["code_sha256"] == z2.code_sha256() == big["code_sha256"], "re-run python -m iclr25.blackbox.zo_pog_budget2"
+    assert chk["budget_record_sha256"] == bud["sha256"] and big["checks_record_sha256"] == chk["sha256"]
+    assert set(chk["reference_draws"]) == {str(s) for s in zb.EVAL_SEEDS_B}
+    assert set(big["runs"]) == set(z2.BIG_ARMS) and all(set(r) == {str(s) for s in z2.SEEDS_BIG} for r in big["runs"].values())
+    assert not set(z2.TUNE_SEEDS_BIG) & set(z2.SEEDS_BIG)
+    assert all(o["queries"] <= z2.BIG and not o["leak"] for r in big["runs"].values() for o in r.values())
+    assert all(o["queries"] <= z2.HALF and not o["leak"] for r in chk["half_runs"].values() for o in r.values())
+    assert all(chk["rerun"][m][str(s)]["acc"] == bud["runs"][m][str(s)]["acc"] for m in chk["rerun"] for s in z2.MASS_SEEDS)
+    chk["no_gumbel"][str(zb.EVAL_SEEDS_B[0])]["acc"] = 100.0
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps(chk))
+    with pytest.raises(ValueError):
+        z2.load_checks(bad)
+
+
+def test_extended_grids_record_is_current_and_its_grids_grow_only_past_an_edge():
+    """The extended 1000-query grids were made by the current code from the committed 1000-query record;
+    a grid grew only where the original choice sat on its edge; every arm whose choice moved was evaluated
+    again on every pre-registered seed."""
+    from iclr25.blackbox import zo_pog_budget2 as z2
+    big, ext = z2.load_big(), z2.load_ext()
+    assert ext["code_sha256"] == z2.ext_code_sha256() and ext["big_record_sha256"] == big["sha256"]
+    for m in z2.BIG_ARMS:
+        if ext["grids"][m] != big["grids"][m]:
+            assert z2.extend_grid(big["chosen"][m], big["grids"][m]) is not None
+        assert (m in ext["runs"]) == (ext["chosen"][m] != big["chosen"][m])
+    assert all(set(r) == {str(s) for s in z2.SEEDS_BIG} for r in ext["runs"].values())
+    assert z2.extend_grid([3.0, 0.3], [[1.0, 3.0, 10.0], [0.1, 0.3, 1.0]]) is None
+    assert z2.extend_grid([10.0], [[1.0, 3.0, 10.0]]) == [[1.0, 3.0, 10.0, round(100 / 3, 6)]]
