@@ -103,6 +103,21 @@ def test_authors_evaluation_record_is_the_preregistered_one():
     assert sorted(map(int, bunn_deep.load_record()["results"]["runs"])) + bunn_look2_seeds() == list(range(20))
 
 
+def test_authors_second_look_is_the_preregistered_one():
+    info = bc.record("eval2")
+    assert info["eval"] == json.loads(json.dumps(bc.EVAL2)) and bc.fingerprint_ok(info, "eval2")
+    assert info["sources"]["bunn-authors-tune"] == bc.record("tune")["sha256"]
+    assert info["sources"]["bunn-authors-eval"] == bc.record("eval")["sha256"]
+    # look 2 trains the seeds look 1 left out and reads all of them, same rows and bars, at 97.5 %
+    assert sorted(bc.EVAL["seeds"] + bc.EVAL2["seeds"]) == bc.EVAL2["read_seeds"] == list(range(20))
+    assert bc.EVAL2["rows"] == bc.EVAL["rows"] and bc.EVAL2["level"] == 0.975 and bc.EVAL2["looks"] == 2
+    assert set(bc.EVAL2["paper_rows"]) <= {r["b"] for r in bc.EVAL2["rows"]} and bc.EVAL2["variant"] == "BuNN"
+    arms = bc.eval_arms()
+    for name, a in info["arms"].items():
+        assert sorted(map(int, a["runs"])) == bc.EVAL2["seeds"]
+        assert (a["depth"], a["lr"]) == (arms[name]["depth"], arms[name]["lr"])
+
+
 def bunn_look2_seeds() -> list[int]:
     from iclr25.graphs import bunn_look2
     return bunn_look2.RECIPE["seeds"]
