@@ -92,3 +92,14 @@ def test_committed_capped_grid_matches_its_digest_and_recipe():
     assert [r["hp"] for r in runs["rows"]] == runs["recipe"]["grid"]
     assert runs["recipe"]["rel_cap"] == unlearn_runs.REL_CAP
     assert unlearn_runs.CAPPED_FILE.stat().st_size < 20_000
+
+
+def test_choices_take_the_capped_rmu_only_when_it_meets_both_targets():
+    base = dict(forget=1.0, hobby=0.6)
+    runs = {"results": {"base": base, "RMU": [dict(hp={"u": 1}, forget=0.3, hobby=0.55)]}}
+    capped = {"recipe": {"rel_cap": 0.7}, "rows": [dict(hp={"c": 1}, forget=0.3, hobby=0.55, rel=0.5),
+                                                  dict(hp={"c": 2}, forget=0.2, hobby=0.58, rel=0.9)]}
+    assert unlearn_runs.choices(runs, capped)["RMU"]["hp"] == {"c": 1}      # the 0.9x setting is over the cap
+    capped["rows"][0]["forget"] = 0.5                                        # within the cap, misses the target
+    assert unlearn_runs.choices(runs, capped)["RMU"]["hp"] == {"u": 1}
+    assert unlearn_runs.choices(runs)["RMU"]["hp"] == {"u": 1}
