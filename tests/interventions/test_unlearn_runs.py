@@ -51,9 +51,15 @@ def test_committed_pairs_match_their_digest_and_the_committed_grid():
     assert json_sha256(pairs["rows"]) == pairs["rows_sha256"]
     runs = unlearn_runs.load_runs()
     assert pairs["recipe"]["grid_sha256"] == runs["results_sha256"]
-    # the pairs cover exactly the unlearners whose chosen setting meets both targets at the tuning seed
-    assert set(pairs["recipe"]["unlearners"]) == {u for u in GRIDS if unlearn_runs.tuned_ok(runs, u)}
+    # the pairs cover exactly the composed unlearners (RMU) whose chosen setting meets both targets at the tuning seed
+    assert set(pairs["recipe"]["unlearners"]) == {u for u in unlearn_runs.PAIR_UNLEARNERS if unlearn_runs.tuned_ok(runs, u)}
     assert {r["seed"] for r in pairs["rows"]} == set(pairs["recipe"]["seeds"])
+    assert pairs["recipe"]["seeds"] == list(range(unlearn_runs.PAIR_SEEDS))
+    # composed with the setting unlearn_runs.choices picks (the capped RMU when it meets both targets)
+    chosen = unlearn_runs.choices(runs, unlearn_runs.load_capped())
+    assert pairs["recipe"]["capped_sha256"] == unlearn_runs.load_capped()["rows_sha256"]
+    assert all(pairs["recipe"]["unlearners"][u] == chosen[u]["hp"] for u in pairs["recipe"]["unlearners"])
+    assert all("hobby" in r and "base_hobby" in r for r in pairs["rows"] if r["metric"] == "forget")
 
 
 def test_tuned_ok_needs_both_targets():

@@ -168,19 +168,21 @@ def interior(name: str, hp: dict) -> dict[str, str]:
 
 
 PAIRS_FILE = Path(__file__).resolve().parent / "results" / "unlearn-pairs.json"
-PAIR_SEEDS = 6                   # evaluation seeds 0 .. PAIR_SEEDS - 1
+PAIR_SEEDS = 4                   # evaluation seeds 0 .. PAIR_SEEDS - 1
+PAIR_UNLEARNERS = ("RMU",)       # GA and GD fail their competence rows on the evaluation seeds: no compositions
 U_COMPS = ("wanda", "rtn")
 STAR = {"wanda": 0.5, "rtn": 3}  # the chapter's matched strengths (the chapter checks them)
 
 
-def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: dict, alone=None) -> list[dict]:
+def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: dict, alone=None,
+               comps: tuple[str, ...] = U_COMPS, edit: bool = True) -> list[dict]:
     """Seed ``s``'s compositions of unlearner ``name`` (settings ``hp``): unlearn → compress against
-    compress → unlearn → compress (forget accuracy) for each of :data:`U_COMPS` at ``star``, and
-    MEMIT → unlearn against unlearn → MEMIT (edit success). ``alone``: the unlearned model, if at hand."""
+    compress → unlearn → compress (forget accuracy) for each of ``comps`` at ``star``, and (``edit``)
+    MEMIT → unlearn against unlearn → MEMIT (edit success). Each forget row also carries the unlearner
+    alone's held-out hobby accuracy and the unedited model's (``hobby``, ``base_hobby``).
+    ``alone``: the unlearned model, if at hand."""
     from iclr25.interventions import sweep_runs
     from iclr25.interventions.compose import compressor
-    from iclr25.interventions.metrics import edit_metrics
-    from iclr25.lm import edit_split
 
     device = next(base.parameters()).device
     d = unlearning_data(world, s)
@@ -188,20 +190,31 @@ def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: d
     ua = alone if alone is not None else compose(base, [U])
     ids, mask = sweep_runs.calibration(world, s, device)
     fa = forget_accuracy(ua, world, d.hazard)
+    hob, hob0 = heldout_hobby(ua, world, d.heldout_persons), heldout_hobby(base, world, d.heldout_persons)
     rows = []
-    for c in U_COMPS:
+    for c in comps:
         C = compressor(c, star[c], ids, calib_mask=ids != world.vocab.pad_id)
         a, b = compose(ua, [C]), compose(base, [C, U])
-        rows.append(dict(A=name, B=c, seed=s, metric="forget", alone=fa,
+        rows.append(dict(A=name, B=c, seed=s, metric="forget", alone=fa, hobby=hob, base_hobby=hob0,
                          first=forget_accuracy(a, world, d.hazard), second=forget_accuracy(b, world, d.hazard)))
+    if edit:
+        rows.append(_edit_row(base, world, name, U, ua, s, ids, mask, memit_hp))
+    return [{k: (float(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+
+
+def _edit_row(base, world, name: str, U, ua, s: int, ids, mask, memit_hp: dict) -> dict:
+    """MEMIT → unlearn against unlearn → MEMIT on seed ``s`` (edit success; ``ua``: the unlearned model)."""
+    from iclr25.interventions import sweep_runs
+    from iclr25.interventions.metrics import edit_metrics
+    from iclr25.lm import edit_split
+
     split = edit_split(world, sweep_runs.N_EDITS, s)
     E = sweep_runs.editor("MEMIT", world.vocab, split, ids, mask, memit_hp)
     eu, ue = compose(base, [E, U]), compose(ua, [E])
-    rows.append(dict(A="MEMIT", B=name, seed=s, metric="edit",
-                     alone=edit_metrics(compose(base, [E]), base, world, split)["success"],
-                     first=edit_metrics(eu, base, world, split)["success"],
-                     second=edit_metrics(ue, base, world, split)["success"]))
-    return [{k: (float(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+    return dict(A="MEMIT", B=name, seed=s, metric="edit",
+                alone=edit_metrics(compose(base, [E]), base, world, split)["success"],
+                first=edit_metrics(eu, base, world, split)["success"],
+                second=edit_metrics(ue, base, world, split)["success"])
 
 
 def meets_targets(row: dict, base_hobby: float, tol: float = 1e-6) -> bool:
@@ -237,8 +250,8 @@ def load_pairs() -> dict:
 
 
 def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
-    """The compositions of every unlearner whose chosen setting meets its targets at the tuning seed,
-    on seeds ``0 .. n_seeds - 1``, written to :data:`PAIRS_FILE`."""
+    """The compositions of each of :data:`PAIR_UNLEARNERS` whose chosen setting meets its targets at the
+    tuning seed, on seeds ``0 .. n_seeds - 1``, written to :data:`PAIRS_FILE`."""
     from iclr25.common import start
     from iclr25.interventions import sweep_runs
     from iclr25.lm import load_world_lm
@@ -247,7 +260,7 @@ def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
     base, world = load_world_lm("base", device=device)
     runs, capped = load_runs(), load_capped()
     chosen = choices(runs, capped)
-    names = [u for u in GRIDS if meets_targets(chosen[u], runs["results"]["base"]["hobby"])]
+    names = [u for u in PAIR_UNLEARNERS if meets_targets(chosen[u], runs["results"]["base"]["hobby"])]
     hps = {u: chosen[u]["hp"] for u in names}
     memit_hp = sweep_runs.RECIPE["edit_choice"]["MEMIT"]
     old = load_pairs() if PAIRS_FILE.exists() else dict(rows=[], recipe={})
@@ -259,6 +272,8 @@ def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
             # runs are deterministic: a seed already committed for the same unlearner setting is taken from the file
             prev = [r for r in old["rows"] if r["seed"] == s and u in (r["A"], r["B"])] \
                 if same and old["recipe"]["unlearners"].get(u) == hps[u] else []
+            if any(r["metric"] == "forget" and "hobby" not in r for r in prev):
+                prev = []                                 # a row of an older layout: run it again
             rows += prev or seed_pairs(base, world, u, hps[u], s, STAR, memit_hp)
             print(f"{u} seed {s} {'from the file' if prev else 'done'} ({time.process_time() - t0:.0f} cpu s)", flush=True)
     out = {"recipe": {"unlearners": hps, "seeds": list(range(n_seeds)), "star": STAR, "memit": memit_hp,
