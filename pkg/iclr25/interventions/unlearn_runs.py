@@ -266,7 +266,7 @@ def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
     old = load_pairs() if PAIRS_FILE.exists() else dict(rows=[], recipe={})
     same = old["recipe"].get("star") == STAR and old["recipe"].get("memit") == memit_hp
     t0 = time.process_time()
-    rows = []
+    rows, reused = [], False
     for u in names:
         for s in range(n_seeds):
             # runs are deterministic: a seed already committed for the same unlearner setting is taken from the file
@@ -274,13 +274,14 @@ def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
                 if same and old["recipe"]["unlearners"].get(u) == hps[u] else []
             if any(r["metric"] == "forget" and "hobby" not in r for r in prev):
                 prev = []                                 # a row of an older layout: run it again
+            reused = reused or bool(prev)
             rows += prev or seed_pairs(base, world, u, hps[u], s, STAR, memit_hp)
             print(f"{u} seed {s} {'from the file' if prev else 'done'} ({time.process_time() - t0:.0f} cpu s)", flush=True)
     out = {"recipe": {"unlearners": hps, "seeds": list(range(n_seeds)), "star": STAR, "memit": memit_hp,
                       "compressors": list(U_COMPS), "grid_sha256": runs["results_sha256"],
                       "capped_sha256": capped["rows_sha256"], "threads": 1,
                       "torch": torch.__version__, "script": SCRIPT + " --pairs",
-                      "cpu_s": round(time.process_time() - t0 + (old["recipe"].get("cpu_s", 0.0) if same else 0.0), 1)},
+                      "cpu_s": round(time.process_time() - t0 + (old["recipe"].get("cpu_s", 0.0) if reused else 0.0), 1)},
            "rows": rows, "rows_sha256": json_sha256(rows)}
     PAIRS_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
     print(f"wrote {PAIRS_FILE} ({PAIRS_FILE.stat().st_size / 1e3:.1f} kB)")
