@@ -109,3 +109,14 @@ def test_choices_take_the_capped_rmu_only_when_it_meets_both_targets():
     capped["rows"][0]["forget"] = 0.5                                        # within the cap, misses the target
     assert unlearn_runs.choices(runs, capped)["RMU"]["hp"] == {"u": 1}
     assert unlearn_runs.choices(runs)["RMU"]["hp"] == {"u": 1}
+
+
+def test_committed_unlearners_alone_match_their_digest_and_the_chosen_settings():
+    alone = unlearn_runs.load_alone()
+    assert json_sha256(alone["rows"]) == alone["rows_sha256"]
+    runs = unlearn_runs.load_runs()
+    chosen = unlearn_runs.choices(runs, unlearn_runs.load_capped())
+    rec = alone["recipe"]
+    assert rec["grid_sha256"] == runs["results_sha256"]
+    assert all(rec["unlearners"][u] == chosen[u]["hp"] for u in unlearn_runs.ALONE_UNLEARNERS)
+    assert all(sorted(r["seed"] for r in alone["rows"] if r["name"] == u) == rec["seeds"][u] for u in unlearn_runs.ALONE_UNLEARNERS)

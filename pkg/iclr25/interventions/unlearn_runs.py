@@ -365,9 +365,59 @@ def main_capped() -> None:
     print(f"wrote {CAPPED_FILE} ({CAPPED_FILE.stat().st_size / 1e3:.1f} kB)")
 
 
+ALONE_FILE = Path(__file__).resolve().parent / "results" / "unlearn-alone.json"
+ALONE_UNLEARNERS = ("GA", "GD")  # RMU alone comes with its committed compositions (PAIRS_FILE)
+ALONE_SEEDS = 2                  # evaluation seeds 0, 1; one for a setting that already misses a target at tuning
+
+
+def alone_row(base, world, name: str, hp: dict, s: int) -> dict:
+    """Unlearner ``name`` alone on evaluation seed ``s``: forget accuracy, held-out hobby accuracy, the
+    retain persons' hobby accuracy, and the unedited model's two hobby accuracies."""
+    d = unlearning_data(world, s)
+    m = compose(base, [make_unlearner(name, hp, d, s)])
+    return dict(name=name, seed=s, forget=forget_accuracy(m, world, d.hazard),
+                hobby=heldout_hobby(m, world, d.heldout_persons), kept=heldout_hobby(m, world, d.retain_persons),
+                base_hobby=heldout_hobby(base, world, d.heldout_persons), base_kept=heldout_hobby(base, world, d.retain_persons))
+
+
+def load_alone() -> dict:
+    """The committed unlearners-alone rows, digest checked."""
+    runs = json.loads(ALONE_FILE.read_text())
+    if json_sha256(runs["rows"]) != runs["rows_sha256"]:
+        raise ValueError(f"{ALONE_FILE.name}: rows do not match their sha256; re-run `{SCRIPT} --alone`")
+    return runs
+
+
+def main_alone() -> None:
+    """Each of :data:`ALONE_UNLEARNERS` alone at its chosen setting on the evaluation seeds (two, or one
+    when the setting misses a target at the tuning seed), written to :data:`ALONE_FILE`."""
+    from iclr25.common import start
+    from iclr25.lm import load_world_lm
+
+    device = start("full", 0, threads=1)
+    base, world = load_world_lm("base", device=device)
+    runs, capped = load_runs(), load_capped()
+    chosen = choices(runs, capped)
+    t0 = time.process_time()
+    rows, seeds = [], {}
+    for u in ALONE_UNLEARNERS:
+        seeds[u] = list(range(ALONE_SEEDS if meets_targets(chosen[u], runs["results"]["base"]["hobby"]) else 1))
+        for s in seeds[u]:
+            rows.append({k: (float(v) if isinstance(v, float) else v) for k, v in alone_row(base, world, u, chosen[u]["hp"], s).items()})
+            print(f"{u} seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
+    out = {"recipe": {"unlearners": {u: chosen[u]["hp"] for u in ALONE_UNLEARNERS}, "seeds": seeds,
+                      "grid_sha256": runs["results_sha256"], "threads": 1, "torch": torch.__version__,
+                      "script": SCRIPT + " --alone", "cpu_s": round(time.process_time() - t0, 1)},
+           "rows": rows, "rows_sha256": json_sha256(rows)}
+    ALONE_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
+    print(f"wrote {ALONE_FILE} ({ALONE_FILE.stat().st_size / 1e3:.1f} kB)")
+
+
 if __name__ == "__main__":
     import sys
-    if "--pairs" in sys.argv:
+    if "--alone" in sys.argv:
+        main_alone()
+    elif "--pairs" in sys.argv:
         main_pairs()
     elif "--capped" in sys.argv:
         main_capped()
