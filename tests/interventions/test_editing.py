@@ -133,6 +133,22 @@ def test_ft_edit_respects_the_box(world_model):
     assert all(p.requires_grad for p in m.parameters())
 
 
+def test_ft_edit_keep_zeros_updates_only_the_surviving_weights(world_model):
+    base, world = world_model
+    split = edit_split(world, 3, 5)
+    m = copy.deepcopy(base)
+    with torch.no_grad():
+        W = mlp_out(m, 0).weight
+        W[:, ::2] = 0.0                                  # half the weights pruned
+    W0 = mlp_out(m, 0).weight.detach().clone()
+    plain = copy.deepcopy(m)
+    ft_edit(m, world.vocab, split.edits, 0, steps=10, lr=1e-2, max_change=0.01, keep_zeros=True)
+    ft_edit(plain, world.vocab, split.edits, 0, steps=10, lr=1e-2, max_change=0.01)
+    W1, Wp = mlp_out(m, 0).weight.detach(), mlp_out(plain, 0).weight.detach()
+    assert torch.equal(W1[W0 == 0], W0[W0 == 0]) and (W1 != W0).any()   # zeros stay zero, the rest moves
+    assert (Wp[W0 == 0] != 0).any()                                   # the plain FT writes on pruned weights
+
+
 def test_memit_ridge_caps_the_edit_norm(world_model):
     """eps = 0 is plain MEMIT; eps > 0 (C + eps mean(diag C) I) shrinks ||Delta||_F and equals the
     closed form on the ridged statistics."""

@@ -51,9 +51,15 @@ def test_committed_pairs_match_their_digest_and_the_committed_grid():
     assert json_sha256(pairs["rows"]) == pairs["rows_sha256"]
     runs = unlearn_runs.load_runs()
     assert pairs["recipe"]["grid_sha256"] == runs["results_sha256"]
-    # the pairs cover exactly the unlearners whose chosen setting meets both targets at the tuning seed
-    assert set(pairs["recipe"]["unlearners"]) == {u for u in GRIDS if unlearn_runs.tuned_ok(runs, u)}
+    # the pairs cover exactly the composed unlearners (RMU) whose chosen setting meets both targets at the tuning seed
+    assert set(pairs["recipe"]["unlearners"]) == {u for u in unlearn_runs.PAIR_UNLEARNERS if unlearn_runs.tuned_ok(runs, u)}
     assert {r["seed"] for r in pairs["rows"]} == set(pairs["recipe"]["seeds"])
+    assert pairs["recipe"]["seeds"] == list(range(unlearn_runs.PAIR_SEEDS))
+    # composed with the setting unlearn_runs.choices picks (the capped RMU when it meets both targets)
+    chosen = unlearn_runs.choices(runs, unlearn_runs.load_capped())
+    assert pairs["recipe"]["capped_sha256"] == unlearn_runs.load_capped()["rows_sha256"]
+    assert all(pairs["recipe"]["unlearners"][u] == chosen[u]["hp"] for u in pairs["recipe"]["unlearners"])
+    assert all("hobby" in r and "base_hobby" in r for r in pairs["rows"] if r["metric"] == "forget")
 
 
 def test_tuned_ok_needs_both_targets():
@@ -92,3 +98,25 @@ def test_committed_capped_grid_matches_its_digest_and_recipe():
     assert [r["hp"] for r in runs["rows"]] == runs["recipe"]["grid"]
     assert runs["recipe"]["rel_cap"] == unlearn_runs.REL_CAP
     assert unlearn_runs.CAPPED_FILE.stat().st_size < 20_000
+
+
+def test_choices_take_the_capped_rmu_only_when_it_meets_both_targets():
+    base = dict(forget=1.0, hobby=0.6)
+    runs = {"results": {"base": base, "RMU": [dict(hp={"u": 1}, forget=0.3, hobby=0.55)]}}
+    capped = {"recipe": {"rel_cap": 0.7}, "rows": [dict(hp={"c": 1}, forget=0.3, hobby=0.55, rel=0.5),
+                                                  dict(hp={"c": 2}, forget=0.2, hobby=0.58, rel=0.9)]}
+    assert unlearn_runs.choices(runs, capped)["RMU"]["hp"] == {"c": 1}      # the 0.9x setting is over the cap
+    capped["rows"][0]["forget"] = 0.5                                        # within the cap, misses the target
+    assert unlearn_runs.choices(runs, capped)["RMU"]["hp"] == {"u": 1}
+    assert unlearn_runs.choices(runs)["RMU"]["hp"] == {"u": 1}
+
+
+def test_committed_unlearners_alone_match_their_digest_and_the_chosen_settings():
+    alone = unlearn_runs.load_alone()
+    assert json_sha256(alone["rows"]) == alone["rows_sha256"]
+    runs = unlearn_runs.load_runs()
+    chosen = unlearn_runs.choices(runs, unlearn_runs.load_capped())
+    rec = alone["recipe"]
+    assert rec["grid_sha256"] == runs["results_sha256"]
+    assert all(rec["unlearners"][u] == chosen[u]["hp"] for u in unlearn_runs.ALONE_UNLEARNERS)
+    assert all(sorted(r["seed"] for r in alone["rows"] if r["name"] == u) == rec["seeds"][u] for u in unlearn_runs.ALONE_UNLEARNERS)

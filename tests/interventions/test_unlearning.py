@@ -53,3 +53,31 @@ def test_rmu_moves_forget_activations_to_the_control_vector_and_only_W_out():
     assert losses[-1] < losses[0] and dist(m) < dist(base)
     changed = [n for (n, a), b in zip(m.named_parameters(), base.parameters()) if not torch.equal(a, b)]
     assert changed == ["blocks.0.mlp.2.weight"]
+
+
+def test_project_update_shrinks_only_changes_beyond_the_cap():
+    from iclr25.interventions.unlearning import project_update
+    torch.manual_seed(0)
+    p0 = [torch.randn(8, 4), torch.randn(3, 3)]
+    big, small = p0[0] + 2 * torch.randn(8, 4), p0[1] + 1e-3 * torch.randn(3, 3)
+    params = [torch.nn.Parameter(big.clone()), torch.nn.Parameter(small.clone())]
+    project_update(params, p0, 0.5)
+    d = params[0].detach() - p0[0]
+    assert abs(float(d.norm() / p0[0].norm()) - 0.5) < 1e-5                  # onto the sphere ...
+    assert torch.allclose(d / d.norm(), (big - p0[0]) / (big - p0[0]).norm(), atol=1e-6)   # ... along the change
+    assert torch.equal(params[1].detach(), small)                             # inside the ball: untouched
+
+
+def test_rmu_with_a_cap_changes_W_in_and_W_out_within_it():
+    from iclr25.lm.hooks import mlp_in, mlp_out
+    base, world = load_world_lm("small")
+    F, R = _data(world)
+    m = copy.deepcopy(base)
+    rmu(m, F, R, layer=1, coeff=50.0, alpha=1.0, steps=20, lr=5e-2, max_rel=0.2, weights="mlp")
+    for l in (0, 1):
+        for get in (mlp_in, mlp_out):
+            w0, w1 = get(base, l).weight, get(m, l).weight
+            rel = float((w1 - w0).norm() / w0.norm())
+            assert 0 < rel <= 0.2 + 1e-5
+    changed = {n for (n, a), b in zip(base.named_parameters(), m.parameters()) if not torch.equal(a, b)}
+    assert len(changed) == 4

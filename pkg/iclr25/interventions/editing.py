@@ -189,15 +189,19 @@ def memit_edit(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int, c
 
 
 def ft_edit(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int, *, steps: int = 40,
-            lr: float = 5e-3, max_change: float = 0.05, templates: Sequence[int] = EDIT_TEMPLATES) -> None:
+            lr: float = 5e-3, max_change: float = 0.05, templates: Sequence[int] = EDIT_TEMPLATES,
+            keep_zeros: bool = False) -> None:
     """Constrained fine-tuning (FT-L): Adam on block ``layer``'s ``W_out`` only, the mean NLL of
     every edit's new object over the editing phrasings, all edits in one batch; after each step
-    every weight is clipped to within ``max_change`` of its starting value (in place)."""
+    every weight is clipped to within ``max_change`` of its starting value (in place).
+    ``keep_zeros=True`` (mask-aware FT, for a pruned model): weights that are exactly zero at the
+    start stay zero, so the update lands on the surviving weights only."""
     dev = model_device(model)
     prompts, objects, _, _ = edit_prompts(edits, templates)
     b = encode_pairs(vocab, prompts, objects).to(dev)
     lin = mlp_out(model, layer)
     W0 = lin.weight.detach().clone()
+    free = (W0 != 0).to(W0.dtype) if keep_zeros else torch.ones_like(W0)
     params = list(model.parameters())
     flags = [p.requires_grad for p in params]
     for p in params:
@@ -214,7 +218,7 @@ def ft_edit(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int, *, s
             loss.backward()
             opt.step()
             with torch.no_grad():
-                lin.weight.copy_(W0 + (lin.weight - W0).clamp(-max_change, max_change))
+                lin.weight.copy_(W0 + (lin.weight - W0).clamp(-max_change, max_change) * free)
     finally:
         for p, f in zip(params, flags):
             p.requires_grad_(f)

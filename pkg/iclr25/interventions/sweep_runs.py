@@ -59,14 +59,15 @@ def probes(world, s: int):
 
 
 def editor(name: str, vocab, split, ids, mask, hp: dict) -> Intervention:
-    """An editing :class:`Intervention` for one edit set (``ROME``, ``MEMIT`` or ``FT``)."""
+    """An editing :class:`Intervention` for one edit set (``ROME``, ``MEMIT``, ``FT`` or ``FT masked``)."""
     if name == "ROME":
         fn = lambda m: rome_edit(m, vocab, split.edits, hp["layer"], ids, mask, eps=hp["eps"], clamp_factor=hp["clamp"])  # noqa: E731
     elif name == "MEMIT":
         fn = lambda m: memit_edit(m, vocab, split.edits, hp["layer"], ids, mask, lam=hp["lam"], eps=hp["eps"],  # noqa: E731
                                   clamp_factor=hp["clamp"])
-    elif name == "FT":
-        fn = lambda m: ft_edit(m, vocab, split.edits, hp["layer"], lr=5e-3, max_change=hp["box"], steps=hp["steps"])  # noqa: E731
+    elif name in ("FT", "FT masked"):   # "FT masked": mask-aware FT, zero weights stay zero (a control)
+        fn = lambda m: ft_edit(m, vocab, split.edits, hp["layer"], lr=5e-3, max_change=hp["box"], steps=hp["steps"],  # noqa: E731
+                               keep_zeros=name == "FT masked")
     else:
         raise ValueError(f"unknown editor {name!r}")
     return Intervention(name, "edit", fn)

@@ -67,8 +67,16 @@ CAPPED_GRID = ([dict(layer=l, c=400.0, lr=lr, alpha=10.0, steps=st)
                + [dict(layer=1, c=400.0, lr=lr, alpha=10.0, steps=st) for lr, st in [(5e-4, 60), (5e-4, 120), (5e-4, 240), (3e-4, 240)]]
                # the best within the cap sat at the smallest lr and the most steps: one step further, and a larger c there
                + [dict(layer=1, c=400.0, lr=2e-4, alpha=10.0, steps=360), dict(layer=1, c=400.0, lr=1.5e-4, alpha=10.0, steps=480)]
-               + [dict(layer=1, c=800.0, lr=lr, alpha=10.0, steps=st) for lr, st in [(3e-4, 240), (5e-4, 120)]])
-KNOBS[CAPPED_KEY] = ("layer", "c", "lr", "steps", "alpha")
+               + [dict(layer=1, c=800.0, lr=lr, alpha=10.0, steps=st) for lr, st in [(3e-4, 240), (5e-4, 120)]]
+               # RMU on W_in and W_out of the blocks up to the steered layer, every Adam step projected back into the
+               # cap's ball (``max_rel``): steered layer x learning rate x steps at c = 400, then c around the middle
+               + [dict(layer=l, c=400.0, lr=lr, alpha=10.0, steps=st, weights="mlp", max_rel=REL_CAP)
+                  for l, lr, st in itertools.product([0, 1], [1e-3, 2e-3, 4e-3], [60, 120, 240])]
+               + [dict(layer=1, c=c, lr=2e-3, alpha=10.0, steps=120, weights="mlp", max_rel=REL_CAP) for c in (200.0, 800.0)]
+               # the best sat at the largest learning rate and the most steps: one step beyond each
+               + [dict(layer=1, c=400.0, lr=lr, alpha=10.0, steps=st, weights="mlp", max_rel=REL_CAP)
+                  for lr, st in [(8e-3, 240), (4e-3, 480)]])
+KNOBS[CAPPED_KEY] = ("layer", "c", "lr", "steps", "alpha", "weights")
 
 
 def unlearning_data(world, s: int) -> SimpleNamespace:
@@ -104,7 +112,8 @@ def make_unlearner(name: str, hp: dict, data: SimpleNamespace, s: int) -> Interv
         fn = lambda m: gradient_difference(m, F, R, steps=hp["steps"], lr=hp["lr"], retain_weight=hp["rw"])  # noqa: E731
     elif name == "RMU":
         fn = lambda m: rmu(m, F, R, layer=hp["layer"], coeff=hp["c"], alpha=hp["alpha"],  # noqa: E731
-                           steps=hp["steps"], lr=hp["lr"], seed=s)
+                           steps=hp["steps"], lr=hp["lr"], seed=s, max_rel=hp.get("max_rel"),
+                           weights=hp.get("weights", "out"))
     else:
         raise ValueError(f"unknown unlearner {name!r}")
     return Intervention(name, "unlearn", fn)
@@ -142,32 +151,38 @@ def choose(rows: list[dict], target: float = FORGET_TARGET, tol: float = 1e-6, c
 
 def interior(name: str, hp: dict) -> dict[str, str]:
     """Where the chosen value of each knob sits in its grid: "interior", "low edge" or "high edge"
-    (a knob with two values, like RMU's layer, is "both layers tried")."""
+    (a knob with fewer than three values, like RMU's layer, is "N values tried"); for the capped RMU grid,
+    among the settings that change the same weights as ``hp``."""
     out = {}
     grid = CAPPED_GRID if name == CAPPED_KEY else GRIDS[name]
+    if name == CAPPED_KEY:     # the settings of the same kind (which weights RMU changes) as the chosen one
+        grid = [g for g in grid if g.get("weights", "out") == hp.get("weights", "out")]
     for k in KNOBS[name]:
-        vals = sorted({g[k] for g in grid})
+        vals = sorted({g.get(k, "out") for g in grid})
         if len(vals) < 3:
             out[k] = f"{len(vals)} values tried"
         else:
-            out[k] = "low edge" if hp[k] == vals[0] else "high edge" if hp[k] == vals[-1] else "interior"
+            v = hp.get(k, "out")
+            out[k] = "low edge" if v == vals[0] else "high edge" if v == vals[-1] else "interior"
     return out
 
 
 PAIRS_FILE = Path(__file__).resolve().parent / "results" / "unlearn-pairs.json"
 PAIR_SEEDS = 4                   # evaluation seeds 0 .. PAIR_SEEDS - 1
+PAIR_UNLEARNERS = ("RMU",)       # GA and GD fail their competence rows on the evaluation seeds: no compositions
 U_COMPS = ("wanda", "rtn")
 STAR = {"wanda": 0.5, "rtn": 3}  # the chapter's matched strengths (the chapter checks them)
 
 
-def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: dict, alone=None) -> list[dict]:
+def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: dict, alone=None,
+               comps: tuple[str, ...] = U_COMPS, edit: bool = True) -> list[dict]:
     """Seed ``s``'s compositions of unlearner ``name`` (settings ``hp``): unlearn → compress against
-    compress → unlearn → compress (forget accuracy) for each of :data:`U_COMPS` at ``star``, and
-    MEMIT → unlearn against unlearn → MEMIT (edit success). ``alone``: the unlearned model, if at hand."""
+    compress → unlearn → compress (forget accuracy) for each of ``comps`` at ``star``, and (``edit``)
+    MEMIT → unlearn against unlearn → MEMIT (edit success). Each forget row also carries the unlearner
+    alone's held-out hobby accuracy and the unedited model's (``hobby``, ``base_hobby``).
+    ``alone``: the unlearned model, if at hand."""
     from iclr25.interventions import sweep_runs
     from iclr25.interventions.compose import compressor
-    from iclr25.interventions.metrics import edit_metrics
-    from iclr25.lm import edit_split
 
     device = next(base.parameters()).device
     d = unlearning_data(world, s)
@@ -175,27 +190,55 @@ def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: d
     ua = alone if alone is not None else compose(base, [U])
     ids, mask = sweep_runs.calibration(world, s, device)
     fa = forget_accuracy(ua, world, d.hazard)
+    hob, hob0 = heldout_hobby(ua, world, d.heldout_persons), heldout_hobby(base, world, d.heldout_persons)
     rows = []
-    for c in U_COMPS:
+    for c in comps:
         C = compressor(c, star[c], ids, calib_mask=ids != world.vocab.pad_id)
         a, b = compose(ua, [C]), compose(base, [C, U])
-        rows.append(dict(A=name, B=c, seed=s, metric="forget", alone=fa,
+        rows.append(dict(A=name, B=c, seed=s, metric="forget", alone=fa, hobby=hob, base_hobby=hob0,
                          first=forget_accuracy(a, world, d.hazard), second=forget_accuracy(b, world, d.hazard)))
-    split = edit_split(world, sweep_runs.N_EDITS, s)
-    E = sweep_runs.editor("MEMIT", world.vocab, split, ids, mask, memit_hp)
-    eu, ue = compose(base, [E, U]), compose(ua, [E])
-    rows.append(dict(A="MEMIT", B=name, seed=s, metric="edit",
-                     alone=edit_metrics(compose(base, [E]), base, world, split)["success"],
-                     first=edit_metrics(eu, base, world, split)["success"],
-                     second=edit_metrics(ue, base, world, split)["success"]))
+    if edit:
+        rows.append(_edit_row(base, world, name, U, ua, s, ids, mask, memit_hp))
     return [{k: (float(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
 
 
+def _edit_row(base, world, name: str, U, ua, s: int, ids, mask, memit_hp: dict) -> dict:
+    """MEMIT → unlearn against unlearn → MEMIT on seed ``s`` (edit success; ``ua``: the unlearned model)."""
+    from iclr25.interventions import sweep_runs
+    from iclr25.interventions.metrics import edit_metrics
+    from iclr25.lm import edit_split
+
+    split = edit_split(world, sweep_runs.N_EDITS, s)
+    E = sweep_runs.editor("MEMIT", world.vocab, split, ids, mask, memit_hp)
+    eu, ue = compose(base, [E, U]), compose(ua, [E])
+    return dict(A="MEMIT", B=name, seed=s, metric="edit",
+                alone=edit_metrics(compose(base, [E]), base, world, split)["success"],
+                first=edit_metrics(eu, base, world, split)["success"],
+                second=edit_metrics(ue, base, world, split)["success"])
+
+
+def meets_targets(row: dict, base_hobby: float, tol: float = 1e-6) -> bool:
+    """Both targets at the tuning seed: forget accuracy at most :data:`FORGET_TARGET` and at most 0.1
+    of the held-out hobby accuracy lost."""
+    return bool(row["forget"] <= FORGET_TARGET + tol and base_hobby - row["hobby"] <= 0.1 + tol)
+
+
 def tuned_ok(runs: dict, name: str, tol: float = 1e-6) -> bool:
-    """Whether ``name``'s chosen setting meets both targets at the tuning seed (forget accuracy and
-    at most 0.1 of the held-out hobby accuracy lost)."""
-    best = choose(runs["results"][name])
-    return bool(best["forget"] <= FORGET_TARGET + tol and runs["results"]["base"]["hobby"] - best["hobby"] <= 0.1 + tol)
+    """Whether ``name``'s chosen setting (from :func:`choices`) meets both targets at the tuning seed."""
+    capped = load_capped() if name == "RMU" and CAPPED_FILE.exists() else None
+    return meets_targets(choices(runs, capped)[name], runs["results"]["base"]["hobby"], tol)
+
+
+def choices(runs: dict, capped: dict | None = None) -> dict[str, dict]:
+    """The setting each unlearner is composed with: the selection rule on its grid; for RMU, the
+    capped grid's choice (update at most :data:`REL_CAP` times the matrix) whenever that meets both
+    targets, else the uncapped grid's."""
+    out = {name: choose(rows) for name, rows in runs["results"].items() if name != "base"}
+    if capped is not None:
+        best = choose(capped["rows"], cap=capped["recipe"]["rel_cap"])
+        if meets_targets(best, runs["results"]["base"]["hobby"]):
+            out["RMU"] = best
+    return out
 
 
 def load_pairs() -> dict:
@@ -207,27 +250,38 @@ def load_pairs() -> dict:
 
 
 def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
-    """The compositions of every unlearner whose chosen setting meets its targets at the tuning seed,
-    on seeds ``0 .. n_seeds - 1``, written to :data:`PAIRS_FILE`."""
+    """The compositions of each of :data:`PAIR_UNLEARNERS` whose chosen setting meets its targets at the
+    tuning seed, on seeds ``0 .. n_seeds - 1``, written to :data:`PAIRS_FILE`."""
     from iclr25.common import start
     from iclr25.interventions import sweep_runs
     from iclr25.lm import load_world_lm
 
     device = start("full", 0, threads=1)
     base, world = load_world_lm("base", device=device)
-    runs = load_runs()
-    names = [u for u in GRIDS if tuned_ok(runs, u)]
-    hps = {u: choose(runs["results"][u])["hp"] for u in names}
+    runs, capped = load_runs(), load_capped()
+    chosen = choices(runs, capped)
+    names = [u for u in PAIR_UNLEARNERS if meets_targets(chosen[u], runs["results"]["base"]["hobby"])]
+    hps = {u: chosen[u]["hp"] for u in names}
     memit_hp = sweep_runs.RECIPE["edit_choice"]["MEMIT"]
+    old = load_pairs() if PAIRS_FILE.exists() else dict(rows=[], recipe={})
+    same = old["recipe"].get("star") == STAR and old["recipe"].get("memit") == memit_hp
     t0 = time.process_time()
-    rows = []
+    rows, reused = [], False
     for u in names:
         for s in range(n_seeds):
-            rows += seed_pairs(base, world, u, hps[u], s, STAR, memit_hp)
-            print(f"{u} seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
+            # runs are deterministic: a seed already committed for the same unlearner setting is taken from the file
+            prev = [r for r in old["rows"] if r["seed"] == s and u in (r["A"], r["B"])] \
+                if same and old["recipe"]["unlearners"].get(u) == hps[u] else []
+            if any(r["metric"] == "forget" and "hobby" not in r for r in prev):
+                prev = []                                 # a row of an older layout: run it again
+            reused = reused or bool(prev)
+            rows += prev or seed_pairs(base, world, u, hps[u], s, STAR, memit_hp)
+            print(f"{u} seed {s} {'from the file' if prev else 'done'} ({time.process_time() - t0:.0f} cpu s)", flush=True)
     out = {"recipe": {"unlearners": hps, "seeds": list(range(n_seeds)), "star": STAR, "memit": memit_hp,
-                      "compressors": list(U_COMPS), "grid_sha256": runs["results_sha256"], "threads": 1,
-                      "torch": torch.__version__, "script": SCRIPT + " --pairs", "cpu_s": round(time.process_time() - t0, 1)},
+                      "compressors": list(U_COMPS), "grid_sha256": runs["results_sha256"],
+                      "capped_sha256": capped["rows_sha256"], "threads": 1,
+                      "torch": torch.__version__, "script": SCRIPT + " --pairs",
+                      "cpu_s": round(time.process_time() - t0 + (old["recipe"].get("cpu_s", 0.0) if reused else 0.0), 1)},
            "rows": rows, "rows_sha256": json_sha256(rows)}
     PAIRS_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
     print(f"wrote {PAIRS_FILE} ({PAIRS_FILE.stat().st_size / 1e3:.1f} kB)")
@@ -311,9 +365,59 @@ def main_capped() -> None:
     print(f"wrote {CAPPED_FILE} ({CAPPED_FILE.stat().st_size / 1e3:.1f} kB)")
 
 
+ALONE_FILE = Path(__file__).resolve().parent / "results" / "unlearn-alone.json"
+ALONE_UNLEARNERS = ("GA", "GD")  # RMU alone comes with its committed compositions (PAIRS_FILE)
+ALONE_SEEDS = 2                  # evaluation seeds 0, 1; one for a setting that already misses a target at tuning
+
+
+def alone_row(base, world, name: str, hp: dict, s: int) -> dict:
+    """Unlearner ``name`` alone on evaluation seed ``s``: forget accuracy, held-out hobby accuracy, the
+    retain persons' hobby accuracy, and the unedited model's two hobby accuracies."""
+    d = unlearning_data(world, s)
+    m = compose(base, [make_unlearner(name, hp, d, s)])
+    return dict(name=name, seed=s, forget=forget_accuracy(m, world, d.hazard),
+                hobby=heldout_hobby(m, world, d.heldout_persons), kept=heldout_hobby(m, world, d.retain_persons),
+                base_hobby=heldout_hobby(base, world, d.heldout_persons), base_kept=heldout_hobby(base, world, d.retain_persons))
+
+
+def load_alone() -> dict:
+    """The committed unlearners-alone rows, digest checked."""
+    runs = json.loads(ALONE_FILE.read_text())
+    if json_sha256(runs["rows"]) != runs["rows_sha256"]:
+        raise ValueError(f"{ALONE_FILE.name}: rows do not match their sha256; re-run `{SCRIPT} --alone`")
+    return runs
+
+
+def main_alone() -> None:
+    """Each of :data:`ALONE_UNLEARNERS` alone at its chosen setting on the evaluation seeds (two, or one
+    when the setting misses a target at the tuning seed), written to :data:`ALONE_FILE`."""
+    from iclr25.common import start
+    from iclr25.lm import load_world_lm
+
+    device = start("full", 0, threads=1)
+    base, world = load_world_lm("base", device=device)
+    runs, capped = load_runs(), load_capped()
+    chosen = choices(runs, capped)
+    t0 = time.process_time()
+    rows, seeds = [], {}
+    for u in ALONE_UNLEARNERS:
+        seeds[u] = list(range(ALONE_SEEDS if meets_targets(chosen[u], runs["results"]["base"]["hobby"]) else 1))
+        for s in seeds[u]:
+            rows.append({k: (float(v) if isinstance(v, float) else v) for k, v in alone_row(base, world, u, chosen[u]["hp"], s).items()})
+            print(f"{u} seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
+    out = {"recipe": {"unlearners": {u: chosen[u]["hp"] for u in ALONE_UNLEARNERS}, "seeds": seeds,
+                      "grid_sha256": runs["results_sha256"], "threads": 1, "torch": torch.__version__,
+                      "script": SCRIPT + " --alone", "cpu_s": round(time.process_time() - t0, 1)},
+           "rows": rows, "rows_sha256": json_sha256(rows)}
+    ALONE_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
+    print(f"wrote {ALONE_FILE} ({ALONE_FILE.stat().st_size / 1e3:.1f} kB)")
+
+
 if __name__ == "__main__":
     import sys
-    if "--pairs" in sys.argv:
+    if "--alone" in sys.argv:
+        main_alone()
+    elif "--pairs" in sys.argv:
         main_pairs()
     elif "--capped" in sys.argv:
         main_capped()

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from iclr25.lm.data import SeqBatch, encode_pairs
 from iclr25.lm.evaluate import answer_nll, model_device
-from iclr25.lm.hooks import mlp_out
+from iclr25.lm.hooks import mlp_in, mlp_out
 from iclr25.lm.model import TinyLM
 from iclr25.lm.vocab import Vocab
 
@@ -38,7 +38,8 @@ def upper_params(model: TinyLM, n_frozen: int) -> list[nn.Parameter]:
     return [p for b in model.blocks[n_frozen:] for p in b.parameters()]
 
 
-def _train(params: list[nn.Parameter], loss_fn, steps: int, lr: float, model: TinyLM) -> list[float]:
+def _train(params: list[nn.Parameter], loss_fn, steps: int, lr: float, model: TinyLM,
+           after_step=None) -> list[float]:
     flags = [p.requires_grad for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)
@@ -52,6 +53,8 @@ def _train(params: list[nn.Parameter], loss_fn, steps: int, lr: float, model: Ti
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if after_step is not None:
+                after_step()
             losses.append(float(loss.detach()))
     finally:
         for p, f in zip(model.parameters(), flags):
@@ -91,12 +94,28 @@ def rmu_direction(d: int, seed: int, device: torch.device | str = "cpu") -> Tens
     return (u / u.norm()).to(device)
 
 
+def project_update(params: Sequence[nn.Parameter], start: Sequence[Tensor], max_rel: float) -> None:
+    """In place: shrink each ``p - p0`` whose Frobenius norm exceeds ``max_rel * ||p0||_F`` onto that
+    sphere (the Euclidean projection onto the ball around ``p0``)."""
+    with torch.no_grad():
+        for p, p0 in zip(params, start):
+            d = p - p0
+            r = max_rel * float(p0.norm())
+            n = float(d.norm())
+            if n > r:
+                p.copy_(p0 + d * (r / n))
+
+
 def rmu(model: TinyLM, forget: SeqBatch, retain: SeqBatch, *, layer: int, coeff: float, alpha: float,
-        steps: int, lr: float, seed: int = 0) -> list[float]:
+        steps: int, lr: float, seed: int = 0, max_rel: float | None = None, weights: str = "out") -> list[float]:
     """RMU (in place): minimise ``mean ||h_l(x_f) - coeff u||^2``
     ``+ alpha mean ||h_l(x_r) - h_l^frozen(x_r)||^2`` (means over masked tokens and dimensions,
-    ``h_l`` the output of block ``layer``) over the MLP ``W_out`` of blocks ``0..layer``.
-    Returns the losses."""
+    ``h_l`` the output of block ``layer``) over the MLP ``W_out`` of blocks ``0..layer``
+    (``weights="mlp"``: ``W_in`` and ``W_out`` of those blocks, so the same change is spread over twice the
+    matrices, as the paper's RMU updates the MLPs of several layers). With
+    ``max_rel``, every step ends by projecting each changed matrix back into the ball
+    ``||W - W_0||_F <= max_rel ||W_0||_F`` (projected Adam; our variant, not the paper's), so the update is
+    bounded like the edits'. Returns the losses."""
     dev = model_device(model)
     f, r = forget.to(dev), retain.to(dev)
     frozen = copy.deepcopy(model).eval()
@@ -112,5 +131,11 @@ def rmu(model: TinyLM, forget: SeqBatch, retain: SeqBatch, *, layer: int, coeff:
         lf = (((hf - coeff * u) ** 2) * mf).sum() / (mf.sum() * d)
         lr_ = (((hr - h_ref) ** 2) * mr).sum() / (mr.sum() * d)
         return lf + alpha * lr_
+    if weights not in ("out", "mlp"):
+        raise ValueError(f"weights must be 'out' or 'mlp', not {weights!r}")
     params = [mlp_out(model, l).weight for l in range(layer + 1)]
-    return _train(params, loss, steps, lr, model)
+    if weights == "mlp":
+        params += [mlp_in(model, l).weight for l in range(layer + 1)]
+    start = [p.detach().clone() for p in params]
+    after = None if max_rel is None else (lambda: project_update(params, start, max_rel))
+    return _train(params, loss, steps, lr, model, after)

@@ -1,0 +1,47 @@
+"""The committed editing controls (mask-aware FT, SparseGPT, the output ratio at the edited keys)."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+from iclr25.common.digest import json_sha256
+from iclr25.interventions import control_runs, sweep_runs
+from iclr25.lm import edit_split, load_world_lm, mlp_out
+
+
+@pytest.fixture(scope="module")
+def world_model():
+    return load_world_lm("base")
+
+
+def test_output_ratio_is_zero_without_recompression_and_one_when_it_undoes_the_edit(world_model):
+    base, world = world_model
+    split = edit_split(world, 3, 5)
+    edited = copy.deepcopy(base)
+    with torch.no_grad():
+        mlp_out(edited, 0).weight.add_(0.01 * torch.randn_like(mlp_out(edited, 0).weight))
+    assert control_runs.output_ratio(base, edited, edited, world.vocab, split.edits, 0) == 0.0
+    undo = copy.deepcopy(edited)
+    with torch.no_grad():
+        mlp_out(undo, 0).weight.copy_(mlp_out(base, 0).weight)
+    assert abs(control_runs.output_ratio(base, edited, undo, world.vocab, split.edits, 0) - 1.0) < 1e-9
+
+
+def test_committed_controls_match_their_digest_and_the_sweep_recipe():
+    runs = json.loads(control_runs.RUNS_FILE.read_text())
+    assert json_sha256(runs["rows"]) == runs["rows_sha256"]
+    rec = runs["recipe"]
+    assert rec["edit_choice"]["FT masked"] == sweep_runs.RECIPE["edit_choice"]["FT"]
+    assert all(rec["edit_choice"][e] == sweep_runs.RECIPE["edit_choice"][e] for e in sweep_runs.RECIPE["editors"])
+    assert sorted({r["seed"] for r in runs["rows"]}) == rec["seeds"] == sweep_runs.load_runs()["recipe"]["seeds"]
+    assert control_runs.RUNS_FILE.stat().st_size < 1_000_000
+
+
+def test_committed_controls_equal_the_sweep_on_shared_cells():
+    key = lambda r: (r["seed"], r["editor"], r["comp"], r["strength"], r["order"])  # noqa: E731
+    sweep = {key(r): r for r in sweep_runs.load_runs()["rows"]}
+    shared = [(r, sweep[key(r)]) for r in control_runs.load_runs()["rows"] if key(r) in sweep]
+    assert len(shared) > 100
+    assert all(abs(x[k] - y[k]) < 1e-9 for x, y in shared for k in y if not isinstance(y[k], str))
