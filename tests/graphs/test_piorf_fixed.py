@@ -99,3 +99,18 @@ def test_record_edits_are_detected(tmp_path):
     path.write_text(json.dumps(rec))
     with pytest.raises(ValueError):
         F.load(path)
+
+
+def test_late_drop_reads_the_last_quarter_by_interpolation():
+    # readings every 300 steps of 3000: none at 2250, which lies halfway between 2100 and 2400
+    curve = [(st, 100.0) for st in range(300, 2101, 300)] + [(2400, 80.0), (2700, 78.0), (3000, 76.0)]
+    # v(2250) = (100 + 80) / 2 = 90, so the fall over the last quarter is 1 - 76 / 90 (not 1 - 76 / 100 from 2100)
+    assert F.late_drop(curve) == pytest.approx(1 - 76 / 90)
+    assert F.late_drop(curve, end="best") == pytest.approx(1 - 76 / 90)
+    # a reading exactly at three quarters is used as it is; "best" takes the lowest reading, "last" the last one
+    curve = [(200, 50.0), (400, 40.0), (600, 36.0), (700, 30.0), (800, 33.0)]
+    assert F.late_drop(curve) == pytest.approx(1 - 33 / 36)
+    assert F.late_drop(curve, end="best") == pytest.approx(1 - 30 / 36)
+    # a curve still falling steeply fails a 5 % bar, a flat one passes
+    assert F.late_drop([(st, 1000.0 / st) for st in range(300, 3001, 300)]) > 0.05
+    assert F.late_drop([(st, 10.0) for st in range(300, 3001, 300)]) == 0.0

@@ -193,6 +193,20 @@ def fit(method: str, seed: int, lr: float, trajs: list[dict], recipe: dict = REC
     return sim.eval(), rand, dict(losses=losses, curve=readings, steps=len(losses))
 
 
+def late_drop(curve: list, frac: float = 0.25, end: str = "last") -> float:
+    """Relative fall of the validation error over the last ``frac`` of a run: ``1 - v_end / v((1 - frac) T)``.
+
+    ``curve`` holds the readings ``(step, value)``; ``T`` is the step of the last reading. There may be no reading
+    at ``(1 - frac) T`` (every 300 steps of 3000 puts none at 2250), so the value there is linearly interpolated
+    between the readings on either side. ``v_end`` is the last reading (``end="last"``: the weights a fixed
+    schedule evaluates) or the lowest reading (``end="best"``: the weights a patience rule keeps)."""
+    steps = np.array([st for st, _ in curve], dtype=float)
+    vals = np.array([v for _, v in curve], dtype=float)
+    start = float(np.interp((1 - frac) * steps[-1], steps, vals))
+    v_end = vals[-1] if end == "last" else vals.min()
+    return float(1 - v_end / start)
+
+
 def first_losses(record: dict, method: str, seed: int, trajs: list[dict] | None = None) -> list[float]:
     """The first ``n_loss_head`` training losses of one evaluation run, re-trained (the chapter's live check)."""
     recipe = record["recipe"]
