@@ -116,6 +116,7 @@ def target_deltas(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int
     delta = torch.zeros(len(edits), model.cfg.d_model, device=dev, requires_grad=True)
     opt = torch.optim.Adam([delta], lr=lr)
     tgt = b.ids.gather(1, b.prompt_lengths[:, None]).squeeze(1)
+    flags = [p.requires_grad for p in model.parameters()]     # the caller's flags, restored below
     for p in model.parameters():
         p.requires_grad_(False)
     try:
@@ -135,8 +136,8 @@ def target_deltas(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int
                 n = delta.norm(dim=-1)
                 delta.mul_(torch.where(n > cap, cap / n.clamp_min(1e-12), torch.ones_like(n))[:, None])
     finally:
-        for p in model.parameters():
-            p.requires_grad_(True)
+        for p, f in zip(model.parameters(), flags):
+            p.requires_grad_(f)
     return delta.detach()
 
 
