@@ -48,6 +48,8 @@ def test_paired_gap_restricted_to_units() -> None:
     ([-0.30, -0.31, -0.29, -0.32, -0.30], False),      # clearly negative
     ([0.001, -0.002, 0.0, 0.002, -0.001], False),      # equivalence: the benefit is bounded below delta
     ([0.2, -0.2, 0.3, -0.25, 0.1], None),              # noise wider than delta: undecided
+    ([0.006, 0.007, 0.005, 0.006, 0.006], False),      # decisively above 0 but below delta: no benefit of size
+    ([0.004, 0.016, 0.010, 0.006, 0.014], None),       # above 0, straddling delta: undecided, not held
 ])
 def test_decide(gaps, verdict) -> None:
     worse = {(m, 0): 1.0 + g for m, g in enumerate(gaps)}
@@ -62,6 +64,7 @@ def test_two_models_are_undecided_unless_the_gap_is_far_above_its_spread() -> No
     g = paired_gap({(0, 0): 1.30, (1, 0): 1.22}, {(0, 0): 1.0, (1, 0): 1.0})
     assert g["min"] > 0 and g["mean"] > 2 * g["sd"]
     assert decide(g, 0.01)[0] is None and status(g, 0.01) == "not decisive"
+    assert decide(paired_gap({(0, 0): 1.3}, {(0, 0): 1.0}), 0.01)[0] is None     # one model: no interval
     g = paired_gap({(0, 0): 1.300, (1, 0): 1.301}, {(0, 0): 1.0, (1, 0): 1.0})
     assert decide(g, 0.01) == (True, None)
 
@@ -91,3 +94,22 @@ def test_gated_judges_only_where_the_mechanism_acts() -> None:
     h, why, lv = gated(dec, {1: 0.1, 2: 0.1}, 0.2)
     assert h is None and lv == [] and "20%" in why
 
+
+
+def test_the_margin_is_symmetric() -> None:
+    # the same interval shifted across delta: below it is a no, above it a yes, straddling it undecided
+    base = np.array([-0.002, 0.0, 0.002, 0.001, -0.001])
+    for shift, verdict in ((0.005, False), (0.010, None), (0.016, True)):
+        g = paired_gap({(m, 0): 1.0 + x + shift for m, x in enumerate(base)},
+                       {(m, 0): 1.0 for m in range(len(base))})
+        assert decide(g, 0.01)[0] is verdict, (shift, g)
+
+
+def test_changed_share_and_decision_level() -> None:
+    from iclr25.compress.verdicts import changed_share, decision_level
+    sizes = {"a": 90, "b": 10}
+    assert changed_share({"a": 1, "b": 3}, {"a": 1, "b": 2}, sizes) == pytest.approx(0.1)
+    assert changed_share({"a": 1, "b": 3}, {"a": 1, "b": 3}, sizes) == 0.0
+    assert decision_level({1: 0.95, 2: 0.85, 3: 0.4}) == (2, True)
+    assert decision_level({1: 0.95, 2: 0.79}) == (1, True)
+    assert decision_level({1: 0.7, 2: 0.5}) == (1, False)

@@ -9,10 +9,19 @@ t-interval with ``k - 1`` degrees of freedom, quantile from :func:`scipy.stats.t
 :func:`decide` turns a gap into a verdict, the same rule at every scale (a small scale only has less
 power, so it leaves more rows undecided, never flips one by construction):
 
-* **held** when the lower end of the two-sided 95 % interval of the mean benefit is above 0;
-* **not held** when the upper end is below ``delta`` (the benefit, if any, is smaller than ``delta``:
-  an equivalence bound; this includes a benefit that is decisively negative);
-* **undecided** otherwise, with the reason.
+* **held** when the lower end of the two-sided 95 % interval of the mean benefit is above ``delta``
+  (the benefit is shown to be at least the margin);
+* **not held** when the upper end is below ``delta`` (the benefit, if any, is smaller than the
+  margin; this includes a benefit that is decisively negative);
+* **undecided** otherwise, with the reason; this includes an interval above 0 that straddles
+  ``delta`` (a benefit, but not shown to be as large as the margin).
+
+The margin is used the same way in both directions: an interval wholly above it is a yes, wholly
+below it a no, and an interval that contains it decides nothing.
+
+:func:`decision_level` picks the level at which a study's rows are decided (the highest sparsity at
+which the best arm keeps a given share of the dense model's gain), :func:`changed_share` measures
+how much of a model two allocations assign differently.
 """
 
 from __future__ import annotations
@@ -51,27 +60,36 @@ def paired_gap(worse: Mapping[tuple, float], better: Mapping[tuple, float],
 
 
 def status(g: dict, delta: float) -> str:
-    """What a paired gap shows, in words: ``"better"`` (95 % interval above 0), ``"worse"`` (interval
-    below 0), ``"benefit < delta"`` (interval below ``delta`` but not below 0) or ``"not decisive"``."""
-    if g["lo"] > 0:
-        return "better"
+    """What a paired gap shows, in words: ``"better by > delta"`` (95 % interval above ``delta``),
+    ``"worse"`` (interval below 0), ``"benefit < delta"`` (interval below ``delta`` but not below 0),
+    ``"better, size not decided"`` (interval above 0 but containing ``delta``) or ``"not decisive"``
+    (interval contains 0 and ``delta``)."""
+    if g["lo"] > delta:
+        return f"better by > {delta}"
     if g["hi"] < 0:
         return "worse"
     if g["hi"] < delta:
         return f"benefit < {delta}"
+    if g["lo"] > 0:
+        return f"better, not shown > {delta}"
     return "not decisive"
 
 
 def decide(g: dict, delta: float) -> tuple[bool | None, str | None]:
-    """A paper row's verdict from a paired gap (see the module docstring): ``(True, None)``,
-    ``(False, None)`` or ``(None, reason)``."""
-    st = status(g, delta)
-    if st == "better":
+    """A row's verdict from a paired gap (see the module docstring): ``(True, None)`` when the
+    interval lies above ``delta``, ``(False, None)`` when it lies below ``delta``, otherwise
+    ``(None, reason)``."""
+    if g["k"] < 2:
+        return None, f"{g['k']} model(s): no interval"
+    if g["lo"] > delta:
         return True, None
-    if st != "not decisive":
+    if g["hi"] < delta:
         return False, None
+    if g["lo"] > 0:
+        return None, (f"the 95 % interval of the mean benefit over {g['k']} models lies above 0 but "
+                      f"contains the margin {delta}")
     return None, (f"the 95 % interval of the mean benefit over {g['k']} models contains 0 and reaches "
-                  f"above {delta}" if g["k"] > 1 else f"{g['k']} model: no interval")
+                  f"above the margin {delta}")
 
 
 def all_held(verdicts: Sequence[tuple[bool | None, str | None]]) -> tuple[bool | None, str | None]:
@@ -89,6 +107,21 @@ def moved_share(ns: Mapping[str, int], n: int, sizes: Mapping[str, int]) -> floa
     the uniform level ``n`` (how much of the model a mixed allocation actually changes)."""
     total = sum(sizes.values())
     return sum(sizes[name] for name, k in ns.items() if k != n) / total
+
+
+def changed_share(a: Mapping[str, int], b: Mapping[str, int], sizes: Mapping[str, int]) -> float:
+    """Share of the prunable weights that lie in layers to which allocations ``a`` and ``b`` give a
+    different ``n`` (0 when they are the same allocation, 1 when they differ on every layer)."""
+    total = sum(sizes.values())
+    return sum(sizes[name] for name in a if a[name] != b[name]) / total
+
+
+def decision_level(kept: Mapping[float, float], bar: float = 0.8) -> tuple[float, bool]:
+    """The level at which a study's rows are decided: the highest level (e.g. mean ``n``) at which the
+    best arm keeps at least ``bar`` of the dense model's gain (``kept[level]``). Returns ``(level,
+    True)``, or ``(lowest level, False)`` when no level reaches the bar."""
+    ok = [lv for lv, k in kept.items() if k >= bar]
+    return (max(ok), True) if ok else (min(kept), False)
 
 
 def gated(decisions: Mapping[Hashable, tuple[bool | None, str | None]], shares: Mapping[Hashable, float],
