@@ -151,6 +151,27 @@ def test_exact_budget_allocation_is_the_brute_force_optimum() -> None:
         exact_budget_allocation(r_e, sizes, 2)          # no combination removes exactly 2 weights
 
 
+def test_exact_budget_allocation_counts_bytes_with_step_units() -> None:
+    import itertools
+
+    from iclr25.compress.allocation import exact_budget_allocation
+    rng = np.random.default_rng(4)
+    sizes = {"a": 64, "b": 32, "c": 16, "d": 32}
+    units = (0, 3, 7, 11)                  # bytes removed per 4 weights: packed float32 + 1 code byte
+    r_e = {k: np.concatenate([[1.0], 1 + np.cumsum(rng.uniform(0, 0.1, 3))]) for k in sizes}
+    budget = sum(sizes[k] * 7 // 4 for k in sizes)          # the bytes uniform n = 2 removes
+    best, arg = None, None
+    for pick in itertools.product(range(4), repeat=len(sizes)):
+        if sum(sizes[k] * units[n] // 4 for k, n in zip(sizes, pick)) != budget:
+            continue
+        loss = sum(r_e[k][n] - 1 for k, n in zip(sizes, pick))
+        if best is None or loss < best:
+            best, arg = loss, pick
+    got = exact_budget_allocation(r_e, sizes, budget, step_units=units)
+    assert sum(sizes[k] * units[n] // 4 for k, n in got.items()) == budget
+    assert sum(r_e[k][n] - 1 for k, n in got.items()) == pytest.approx(best, abs=1e-12)
+
+
 def test_permuted_allocation_keeps_each_groups_values() -> None:
     from iclr25.compress.allocation import permuted_allocation
     ns = {"0.in": 1, "1.in": 2, "2.in": 3, "0.x": 0, "1.x": 3, "2.x": 3}

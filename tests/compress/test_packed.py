@@ -86,7 +86,7 @@ def test_benchmark_ratios_are_per_round_and_blas_is_one() -> None:
 
 
 def test_the_package_kernel_compiled_for_k1_has_vector_gathers_where_the_cpu_has_them() -> None:
-    # the review asked whether the gather loop is scalar: compile the package's own kernel (its Python
+    # is the gather loop scalar? Compile the package's own kernel (its Python
     # source, without numba's on-disk cache) for a k = 1 input and look for vector gathers in its
     # assembly (only on CPUs that have them). The kernel branches on k at run time, so the assembly
     # holds all three branches; the test shows the compiled kernel gathers with vector instructions.

@@ -13,7 +13,9 @@ max index ... N_output"):
 3. choose ``r_t`` as the smallest value whose allocation meets the budget, a number of kept
    parameters or a latency (:func:`allocate_for_budget`).
 
-Controls at an equal budget: :func:`random_allocation` (no sensitivity signal) and
+Controls at an equal budget: :func:`permuted_allocation` (the same ``n`` values shuffled among
+layers of one shape: the sensitivity signal removed, the spread of ``n`` kept),
+:func:`random_allocation` (independent random ``n``, which also changes the spread) and
 :func:`reversed_table` (the signal inverted, a floor: the same rule on a table whose rows are
 reversed in sensitivity order).
 """
@@ -229,17 +231,21 @@ def reversed_table(r_e: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------- exact budgets and the spread-keeping control
 
 def exact_budget_allocation(r_e: Mapping[str, np.ndarray], sizes: Mapping[str, int], removed: int,
-                            ns: Sequence[int] = NS) -> dict[str, int]:
+                            ns: Sequence[int] = NS, step_units: Sequence[int] | None = None) -> dict[str, int]:
     """The allocation that removes **exactly** ``removed`` weights with the least summed loss rise
     ``sum_l (r_e(l, n_l) - 1)`` (a knapsack over layers, solved exactly by dynamic programming).
 
     ``sizes[l]`` is layer ``l``'s weight count; choosing ``n`` removes ``sizes[l] * n / 4`` weights.
-    The greedy rule "raise the ``n`` of the layer with the smallest loss rise per weight removed until
-    the budget is met" is the LP relaxation of this problem; the DP finds its best integer
-    solution that meets the budget exactly (a greedy pass can overshoot or stop short of it). Ties
-    go to the first solution found in name order. Raises if no allocation removes exactly
-    ``removed`` weights.
+    ``step_units`` changes what is counted: choosing ``ns[j]`` removes ``sizes[l] * step_units[j] / 4``
+    of the budget's unit (default ``ns``: weights; ``(0, 3, 7, 11)``: bytes of the packed float32
+    format with one code byte per group, a roofline latency budget). The greedy rule "raise the
+    ``n`` of the layer with the smallest loss rise per weight removed until the budget is met"
+    solves the LP relaxation of this problem only when every layer's loss rises are convex in ``n``;
+    the DP finds the best integer solution that meets the budget exactly (a greedy pass can overshoot
+    or stop short of it). Ties go to the first solution found in name order. Raises if no allocation
+    removes exactly ``removed``.
     """
+    su = list(ns) if step_units is None else list(step_units)
     names = list(r_e)
     steps = [sizes[name] // 4 for name in names]
     if any(sizes[name] % 4 for name in names):
@@ -253,7 +259,7 @@ def exact_budget_allocation(r_e: Mapping[str, np.ndarray], sizes: Mapping[str, i
         nxt: dict[int, tuple[float, tuple[int, ...]]] = {}
         for c, (loss, picks) in best.items():
             for j, n in enumerate(ns):
-                c2 = c + n * step // unit
+                c2 = c + su[j] * step // unit
                 if c2 > target:
                     continue
                 cand = (loss + float(row[j]) - 1.0, picks + (int(n),))
