@@ -145,8 +145,9 @@ def code_fingerprints(fns) -> dict[str, str]:
     """``{module.name: sha256}`` of each function's source without docstrings, comments and blank lines
     (:func:`iclr25.common.digest.strip_source`): what a record stores so that the chapter can tell whether
     the code that made it is the code it runs."""
-    return {f"{f.__module__.rsplit('.', 1)[-1]}.{f.__name__}": bytes_sha256(strip_source(inspect.getsource(f)).encode())
-            for f in fns}
+    return {f"{Path(inspect.getsourcefile(inspect.unwrap(f))).stem}.{f.__name__}":
+            bytes_sha256(strip_source(inspect.getsource(f)).encode())
+            for f in fns}          # keyed by file, not __module__ (which is "__main__" when a script runs itself)
 
 
 def record_code() -> dict[str, str]:
