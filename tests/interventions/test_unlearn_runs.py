@@ -47,7 +47,7 @@ def test_interior_looks_along_each_axis_at_the_chosen_point():
     other = next(g for g in capped if g.get("c") == 400.0 and not any(
         h.get("c") != 400.0 and all(h.get(j) == g.get(j) for j in ("layer", "lr", "steps")) for h in capped))
     pos = interior(unlearn_runs.CAPPED_KEY, other)
-    assert pos["c"].startswith("1 values tried here")
+    assert pos["c"].startswith("1 value tried here")
 
 
 def test_committed_grid_matches_its_digest_and_recipe():

@@ -164,7 +164,8 @@ def interior(name: str, hp: dict) -> dict[str, str]:
         vals = sorted({g.get(k, "out") for g in axis})
         n_all = len({g.get(k, "out") for g in grid})
         if len(vals) < 3:
-            out[k] = f"{len(vals)} values tried" + (f" here ({n_all} in the grid)" if n_all > len(vals) else "")
+            out[k] = (f"{len(vals)} value{'s' if len(vals) != 1 else ''} tried"
+                      + (f" here ({n_all} in the grid)" if n_all > len(vals) else ""))
         else:
             v = hp.get(k, "out")
             out[k] = ("low edge" if v == vals[0] else "high edge" if v == vals[-1] else "interior") + f" of {len(vals)}"
@@ -173,7 +174,7 @@ def interior(name: str, hp: dict) -> dict[str, str]:
 
 PAIRS_FILE = Path(__file__).resolve().parent / "results" / "unlearn-pairs.json"
 PAIR_SEEDS = 4                   # evaluation seeds 0 .. PAIR_SEEDS - 1 (unlearning x compression and editing x unlearning)
-EDIT_PAIR_SEEDS = 4              # editing x unlearning (MEMIT x RMU) alone runs on seeds PAIR_SEEDS .. EDIT_PAIR_SEEDS - 1 too
+EDIT_PAIR_SEEDS = 12             # editing x unlearning (MEMIT x RMU) alone runs on seeds PAIR_SEEDS .. EDIT_PAIR_SEEDS - 1 too
 PAIR_UNLEARNERS = ("RMU",)       # GA and GD fail their competence rows on the evaluation seeds: no compositions
 U_COMPS = ("wanda", "rtn")
 STAR = {"wanda": 0.5, "rtn": 3}  # the chapter's matched strengths (the chapter checks them)
