@@ -100,18 +100,19 @@ def test_symmetric_quantization_is_honoured(lm):
         assert torch.allclose(codes, codes.round(), atol=1e-3)
 
 
-def test_wanda_with_a_mask_ignores_padding(lm):
-    """Wanda calibrated with the pad mask equals Wanda on the same documents with the padding
-    positions' inputs dropped, and does not depend on what the padded positions hold."""
+@pytest.mark.parametrize("method", ["wanda", "sparsegpt"])
+def test_calibration_with_a_mask_ignores_padding(lm, method):
+    """Wanda and SparseGPT calibrated with the pad mask equal the same on documents whose padding
+    positions hold something else, and differ from the unmasked calibration on those documents."""
     base, world = lm
     ids, _ = world_batch(world, np.random.default_rng(0), 8)
     mask = ids != world.vocab.pad_id
     assert (~mask).any()
     other = ids.clone()
     other[~mask] = int(ids[0, 1])                               # a real token where padding was
-    a = compose(base, [compressor("wanda", 0.5, ids, calib_mask=mask)])
-    b = compose(base, [compressor("wanda", 0.5, other, calib_mask=mask)])
-    c = compose(base, [compressor("wanda", 0.5, other)])        # unmasked: the filler enters the norms
+    a = compose(base, [compressor(method, 0.5, ids, calib_mask=mask)])
+    b = compose(base, [compressor(method, 0.5, other, calib_mask=mask)])
+    c = compose(base, [compressor(method, 0.5, other)])         # unmasked: the filler enters the statistics
     assert same_weights(a, b) and not same_weights(a, c)
     for lin in transformer_linears(a).values():
         assert torch.all((lin.weight == 0).sum(1) == lin.in_features // 2)

@@ -29,11 +29,43 @@ def test_output_ratio_is_zero_without_recompression_and_one_when_it_undoes_the_e
     assert abs(control_runs.output_ratio(base, edited, undo, world.vocab, split.edits, 0) - 1.0) < 1e-9
 
 
+def test_output_ratio_sums_over_blocks(world_model):
+    base, world = world_model
+    split = edit_split(world, 3, 5)
+    edited = copy.deepcopy(base)
+    with torch.no_grad():
+        for l in (0, 1):
+            mlp_out(edited, l).weight.add_(0.01 * torch.randn_like(mlp_out(edited, l).weight))
+    undo = copy.deepcopy(edited)
+    with torch.no_grad():
+        mlp_out(undo, 1).weight.copy_(mlp_out(base, 1).weight)      # compression undoes block 1's part only
+    one = control_runs.output_ratio(base, edited, undo, world.vocab, split.edits, [1])
+    assert abs(one - 1.0) < 1e-9 and one == control_runs.output_ratio(base, edited, undo, world.vocab, split.edits, 1)
+    both = control_runs.output_ratio(base, edited, undo, world.vocab, split.edits, [0, 1])
+    assert 0.0 < both < 1.0
+
+
+def test_capacity_matched_control_has_dense_fts_frobenius_budget():
+    rec = control_runs.RECIPE
+    ft, wide = rec["edit_choice"]["FT"], rec["edit_choice"]["FT matched"]
+    s = control_runs.S_PRUNE
+    assert {rec["star"][c] for c in ("magnitude", "wanda", "sparsegpt")} == {s}
+    # the largest change: box * sqrt(number of free weights); dense: all n weights, masked: (1 - s) n
+    assert abs(wide["box"] ** 2 * (1 - s) - ft["box"] ** 2) < 1e-4 * ft["box"] ** 2      # the box is rounded to 6 digits
+    assert {k: v for k, v in wide.items() if k != "box"} == {k: v for k, v in ft.items() if k != "box"}
+
+
+def test_committed_records_were_made_by_the_current_code():
+    assert sweep_runs.load_runs()["recipe"]["code"] == sweep_runs.record_code()
+    assert control_runs.load_runs()["recipe"]["code"] == control_runs.record_code()
+
+
 def test_committed_controls_match_their_digest_and_the_sweep_recipe():
     runs = json.loads(control_runs.RUNS_FILE.read_text())
     assert json_sha256(runs["rows"]) == runs["rows_sha256"]
     rec = runs["recipe"]
     assert rec["edit_choice"]["FT masked"] == sweep_runs.RECIPE["edit_choice"]["FT"]
+    assert rec["edit_choice"]["FT matched"] == control_runs.RECIPE["edit_choice"]["FT matched"]
     assert all(rec["edit_choice"][e] == sweep_runs.RECIPE["edit_choice"][e] for e in sweep_runs.RECIPE["editors"])
     assert sorted({r["seed"] for r in runs["rows"]}) == rec["seeds"] == sweep_runs.load_runs()["recipe"]["seeds"]
     assert control_runs.RUNS_FILE.stat().st_size < 1_000_000

@@ -1,6 +1,9 @@
 """The unlearning setup shared by the chapter and its tuning script: data split, selection rule, committed grid."""
 
+import copy
 import json
+
+import torch
 
 from iclr25.common.digest import json_sha256
 from iclr25.interventions import unlearn_runs
@@ -35,7 +38,16 @@ def test_choose_prefers_the_target_then_utility():
 def test_interior_reports_grid_edges():
     lo = GRIDS["RMU"][0]
     pos = interior("RMU", lo)
-    assert pos["c"] == "low edge" and pos["lr"] == "low edge" and pos["layer"] == "2 values tried"
+    assert pos["c"].startswith("low edge") and pos["lr"].startswith("low edge") and pos["layer"] == "2 values tried"
+
+
+def test_interior_looks_along_each_axis_at_the_chosen_point():
+    # the capped grid tries c in {200, 800} only at one (lr, steps): at another point c has one value
+    capped = [g for g in unlearn_runs.CAPPED_GRID if g.get("weights", "out") == "mlp"]
+    other = next(g for g in capped if g.get("c") == 400.0 and not any(
+        h.get("c") != 400.0 and all(h.get(j) == g.get(j) for j in ("layer", "lr", "steps")) for h in capped))
+    pos = interior(unlearn_runs.CAPPED_KEY, other)
+    assert pos["c"].startswith("1 value tried here")
 
 
 def test_committed_grid_matches_its_digest_and_recipe():
@@ -53,13 +65,27 @@ def test_committed_pairs_match_their_digest_and_the_committed_grid():
     assert pairs["recipe"]["grid_sha256"] == runs["results_sha256"]
     # the pairs cover exactly the composed unlearners (RMU) whose chosen setting meets both targets at the tuning seed
     assert set(pairs["recipe"]["unlearners"]) == {u for u in unlearn_runs.PAIR_UNLEARNERS if unlearn_runs.tuned_ok(runs, u)}
-    assert {r["seed"] for r in pairs["rows"]} == set(pairs["recipe"]["seeds"])
+    assert {r["seed"] for r in pairs["rows"] if r["metric"] == "forget"} == set(pairs["recipe"]["seeds"])
+    assert {r["seed"] for r in pairs["rows"] if r["metric"] == "edit"} == set(pairs["recipe"]["edit_seeds"])
     assert pairs["recipe"]["seeds"] == list(range(unlearn_runs.PAIR_SEEDS))
+    assert pairs["recipe"]["edit_seeds"] == list(range(unlearn_runs.EDIT_PAIR_SEEDS))
+    assert all(r["ratio_first"] > 0 and r["ratio_second"] > 0 for r in pairs["rows"] if r["metric"] == "forget" and r["A"] == "RMU")
     # composed with the setting unlearn_runs.choices picks (the capped RMU when it meets both targets)
     chosen = unlearn_runs.choices(runs, unlearn_runs.load_capped())
     assert pairs["recipe"]["capped_sha256"] == unlearn_runs.load_capped()["rows_sha256"]
     assert all(pairs["recipe"]["unlearners"][u] == chosen[u]["hp"] for u in pairs["recipe"]["unlearners"])
     assert all("hobby" in r and "base_hobby" in r for r in pairs["rows"] if r["metric"] == "forget")
+
+
+def test_forget_ratio_is_zero_without_recompression_and_one_when_it_undoes_the_unlearning():
+    base, world = load_world_lm("tiny")
+    d = unlearning_data(world, 3)
+    changed = copy.deepcopy(base)
+    with torch.no_grad():
+        for p in changed.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    assert unlearn_runs.forget_ratio(base, changed, changed, d.F, 0) == 0.0
+    assert abs(unlearn_runs.forget_ratio(base, changed, base, d.F, 0) - 1.0) < 1e-9
 
 
 def test_tuned_ok_needs_both_targets():

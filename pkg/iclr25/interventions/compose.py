@@ -23,7 +23,8 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from iclr25.compress import apply_mask_, collect_inputs, magnitude_mask, prune_layers_, quantize_linear_, wanda_mask
+from iclr25.compress import (apply_mask_, collect_inputs, magnitude_mask, prune_layers_, prune_linear_, quantize_linear_,
+                             wanda_mask)
 from iclr25.lm.hooks import transformer_linears
 from iclr25.lm.model import TinyLM
 
@@ -81,8 +82,8 @@ def prune_model_(model: TinyLM, method: str, sparsity: float, calib_ids: Tensor 
     untouched), unstructured per output row, in place. ``"magnitude"`` needs no data; ``"wanda"``
     and ``"sparsegpt"`` calibrate each linear on ``calib_ids`` with the earlier linears already
     pruned (sequential, as the Wanda code). With ``calib_mask`` (B, T; nonzero at real tokens,
-    e.g. ``ids != pad``), Wanda's input norms are taken over those tokens only (padding excluded, as the official code's unpadded
-    calibration sequences)."""
+    e.g. ``ids != pad``), Wanda's input norms and SparseGPT's Hessian are taken over those tokens only (padding
+    excluded, as the official code's unpadded calibration sequences)."""
     lin = _select(model, layers)
     if sparsity <= 0:
         return
@@ -97,6 +98,11 @@ def prune_model_(model: TinyLM, method: str, sparsity: float, calib_ids: Tensor 
         for m in lin.values():                       # sequential: inputs after the earlier prunings
             X = collect_inputs(m, lambda: model(ids))[keep]
             apply_mask_(m, wanda_mask(m.weight.detach(), X, sparsity))
+        return
+    if method == "sparsegpt" and calib_mask is not None:
+        keep = calib_mask.to(dev).reshape(-1).bool()
+        for m in lin.values():                       # sequential, the Hessian X^T X over the real tokens only
+            prune_linear_(m, "sparsegpt", sparsity, X=collect_inputs(m, lambda: model(ids))[keep])
         return
     prune_layers_(lin, method, sparsity, run=lambda: model(ids), sequential=True)
 
@@ -113,8 +119,8 @@ def quantize_model_(model: TinyLM, bits: int, group_size: int = 32, symmetric: b
 def compressor(method: str, strength: float, calib_ids: Tensor | None = None,
                layers: Sequence[int] | None = None, calib_mask: Tensor | None = None) -> Intervention:
     """A compression :class:`Intervention`: ``method`` in ``("magnitude", "wanda", "sparsegpt")``
-    with sparsity ``strength`` (Wanda calibrated on the unpadded tokens of ``calib_ids`` when
-    ``calib_mask`` is given), or ``"rtn"`` with ``strength`` bits (group 32, asymmetric)."""
+    with sparsity ``strength`` (Wanda and SparseGPT calibrated on the unpadded tokens of
+    ``calib_ids`` when ``calib_mask`` is given), or ``"rtn"`` with ``strength`` bits (group 32, asymmetric)."""
     if method == "rtn":
         return Intervention(f"RTN{int(strength)}", "compress",
                             lambda m: quantize_model_(m, int(strength), layers=layers))

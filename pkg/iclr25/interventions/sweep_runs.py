@@ -17,6 +17,7 @@ cached seeds.
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from pathlib import Path
@@ -24,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr25.common.digest import json_sha256
-from iclr25.interventions.compose import Intervention, compose, compressor
-from iclr25.interventions.editing import ft_edit, memit_edit, rome_edit
+from iclr25.common.digest import bytes_sha256, json_sha256, strip_source
+from iclr25.interventions.compose import Intervention, compose, compressor, prune_model_, quantize_model_
+from iclr25.interventions.editing import ft_edit, memit_edit, rome_edit, target_deltas
 from iclr25.interventions.metrics import argmax_tokens, edit_metrics, locality_examples, utility
 from iclr25.lm import (edit_examples, edit_split, fact_queries, mc_general_items, mc_hazard_items, mlp_out,
                        next_token_accuracy, next_token_margin, world_batch)
@@ -41,7 +42,7 @@ COMPRESSORS = ("magnitude", "wanda", "rtn")
 RECIPE = {
     "editors": ["MEMIT", "FT"],
     "edit_choice": {"MEMIT": {"layer": 0, "lam": 500.0, "eps": 0.1, "clamp": 2.0},
-                    "FT": {"layer": 0, "box": 0.03, "steps": 80}},
+                    "FT": {"layer": 0, "box": 0.03, "steps": 160}},
     "sweep": {"magnitude": [0.3, 0.5, 0.7], "wanda": [0.3, 0.5, 0.7], "rtn": [8, 4, 3, 2]},
 }
 
@@ -59,15 +60,21 @@ def probes(world, s: int):
 
 
 def editor(name: str, vocab, split, ids, mask, hp: dict) -> Intervention:
-    """An editing :class:`Intervention` for one edit set (``ROME``, ``MEMIT``, ``FT`` or ``FT masked``)."""
+    """An editing :class:`Intervention` for one edit set (``ROME``, ``MEMIT``, ``FT``, ``FT masked`` or ``FT matched``)."""
     if name == "ROME":
         fn = lambda m: rome_edit(m, vocab, split.edits, hp["layer"], ids, mask, eps=hp["eps"], clamp_factor=hp["clamp"])  # noqa: E731
-    elif name == "MEMIT":
-        fn = lambda m: memit_edit(m, vocab, split.edits, hp["layer"], ids, mask, lam=hp["lam"], eps=hp["eps"],  # noqa: E731
-                                  clamp_factor=hp["clamp"])
-    elif name in ("FT", "FT masked"):   # "FT masked": mask-aware FT, zero weights stay zero (a control)
+    elif name == "MEMIT":     # hp["layers"] (optional): the edit spread over several blocks, one MEMIT step each
+        v_kw = {"steps": hp["steps"]} if "steps" in hp else {}
+
+        def fn(m):
+            for layer in hp.get("layers", [hp["layer"]]):
+                memit_edit(m, vocab, split.edits, layer, ids, mask, lam=hp["lam"], eps=hp["eps"], clamp_factor=hp["clamp"],
+                           **v_kw)
+    elif name in ("FT", "FT masked", "FT matched"):
+        # "FT masked": mask-aware FT, zero weights stay zero (a control); "FT matched": the same with the box its
+        # recipe gives (the control recipe widens it to dense FT's Frobenius budget on the surviving weights)
         fn = lambda m: ft_edit(m, vocab, split.edits, hp["layer"], lr=5e-3, max_change=hp["box"], steps=hp["steps"],  # noqa: E731
-                               keep_zeros=name == "FT masked")
+                               keep_zeros=name != "FT")
     else:
         raise ValueError(f"unknown editor {name!r}")
     return Intervention(name, "edit", fn)
@@ -134,6 +141,22 @@ def seed_rows(base, world, s: int, editors, edit_choice: dict, sweep: dict, pool
     return [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()} for r in rows]
 
 
+def code_fingerprints(fns) -> dict[str, str]:
+    """``{module.name: sha256}`` of each function's source without docstrings, comments and blank lines
+    (:func:`iclr25.common.digest.strip_source`): what a record stores so that the chapter can tell whether
+    the code that made it is the code it runs."""
+    return {f"{Path(inspect.getsourcefile(inspect.unwrap(f))).stem}.{f.__name__}":
+            bytes_sha256(strip_source(inspect.getsource(f)).encode())
+            for f in fns}          # keyed by file, not __module__ (which is "__main__" when a script runs itself)
+
+
+def record_code() -> dict[str, str]:
+    """The fingerprints of the functions that make :data:`RUNS_FILE`."""
+    return code_fingerprints([seed_rows, editor, edit_size, margin_pool, margin_matched, calibration, probes, memit_edit,
+                              target_deltas, ft_edit, compose, compressor, prune_model_, quantize_model_, edit_metrics,
+                              utility])
+
+
 def load_runs() -> dict:
     """The committed sweep, digest checked."""
     runs = json.loads(RUNS_FILE.read_text())
@@ -171,7 +194,7 @@ def main(n_seeds: int = N_SEEDS) -> None:
         rows += seed_rows(base, world, s, RECIPE["editors"], RECIPE["edit_choice"], RECIPE["sweep"], pool, pool_margin)
         print(f"seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
     out = {"recipe": {**RECIPE, "seeds": list(range(n_seeds)), "n_edits": N_EDITS, "model": "load_world_lm('base')",
-                      "threads": 1, "torch": torch.__version__, "script": SCRIPT,
+                      "threads": 1, "torch": torch.__version__, "script": SCRIPT, "code": record_code(),
                       "cpu_s": round(time.process_time() - t0, 1)},
            "rows": rows, "rows_sha256": json_sha256(rows)}
     RUNS_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))

@@ -30,7 +30,7 @@ import torch
 from iclr25.common.digest import json_sha256
 from iclr25.interventions.compose import compose, Intervention
 from iclr25.interventions.metrics import forget_accuracy
-from iclr25.interventions.unlearning import gradient_ascent, gradient_difference, rmu, text_batch
+from iclr25.interventions.unlearning import block_output, gradient_ascent, gradient_difference, rmu, text_batch
 from iclr25.lm.evaluate import next_token_accuracy
 from iclr25.lm.probes import fact_queries, mc_hazard_items
 from iclr25.lm.splits import forget_texts, retain_texts
@@ -150,28 +150,46 @@ def choose(rows: list[dict], target: float = FORGET_TARGET, tol: float = 1e-6, c
 
 
 def interior(name: str, hp: dict) -> dict[str, str]:
-    """Where the chosen value of each knob sits in its grid: "interior", "low edge" or "high edge"
-    (a knob with fewer than three values, like RMU's layer, is "N values tried"); for the capped RMU grid,
-    among the settings that change the same weights as ``hp``."""
+    """Where the chosen value of each knob sits along its own axis *at the chosen point* (the grid's settings
+    that agree with ``hp`` on every other knob): "interior", "low edge" or "high edge" (with how many values
+    that axis has there), or "N values tried" where the axis has fewer than three there (with the number of
+    values the whole grid tries, if larger). For the capped RMU grid, among the settings that change the
+    same weights as ``hp``."""
     out = {}
     grid = CAPPED_GRID if name == CAPPED_KEY else GRIDS[name]
     if name == CAPPED_KEY:     # the settings of the same kind (which weights RMU changes) as the chosen one
         grid = [g for g in grid if g.get("weights", "out") == hp.get("weights", "out")]
     for k in KNOBS[name]:
-        vals = sorted({g.get(k, "out") for g in grid})
+        axis = [g for g in grid if all(g.get(j, "out") == hp.get(j, "out") for j in KNOBS[name] if j != k)]
+        vals = sorted({g.get(k, "out") for g in axis})
+        n_all = len({g.get(k, "out") for g in grid})
         if len(vals) < 3:
-            out[k] = f"{len(vals)} values tried"
+            out[k] = (f"{len(vals)} value{'s' if len(vals) != 1 else ''} tried"
+                      + (f" here ({n_all} in the grid)" if n_all > len(vals) else ""))
         else:
             v = hp.get(k, "out")
-            out[k] = "low edge" if v == vals[0] else "high edge" if v == vals[-1] else "interior"
+            out[k] = ("low edge" if v == vals[0] else "high edge" if v == vals[-1] else "interior") + f" of {len(vals)}"
     return out
 
 
 PAIRS_FILE = Path(__file__).resolve().parent / "results" / "unlearn-pairs.json"
-PAIR_SEEDS = 4                   # evaluation seeds 0 .. PAIR_SEEDS - 1
+PAIR_SEEDS = 4                   # evaluation seeds 0 .. PAIR_SEEDS - 1 (unlearning x compression and editing x unlearning)
+EDIT_PAIR_SEEDS = 12             # editing x unlearning (MEMIT x RMU) alone runs on seeds PAIR_SEEDS .. EDIT_PAIR_SEEDS - 1 too
 PAIR_UNLEARNERS = ("RMU",)       # GA and GD fail their competence rows on the evaluation seeds: no compositions
 U_COMPS = ("wanda", "rtn")
 STAR = {"wanda": 0.5, "rtn": 3}  # the chapter's matched strengths (the chapter checks them)
+
+
+@torch.no_grad()
+def forget_ratio(before, unlearned, final, F, layer: int) -> float:
+    """``||h(final) - h(unlearned)||_F / ||h(unlearned) - h(before)||_F``, ``h`` the residual stream after block
+    ``layer`` (RMU's steered layer) on the real tokens of the forget batch ``F``: what the last compression
+    changes where the unlearner acts, against what the unlearner changed there (the editing rows' ratio at
+    the keys, for an unlearner)."""
+    keep = F.mask.bool()
+    h0, hu, hf = (block_output(m, F.ids.to(next(m.parameters()).device), layer)[keep].double()
+                  for m in (before, unlearned, final))
+    return float((hf - hu).norm() / (hu - h0).norm().clamp_min(1e-12))
 
 
 def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: dict, alone=None,
@@ -179,7 +197,8 @@ def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: d
     """Seed ``s``'s compositions of unlearner ``name`` (settings ``hp``): unlearn → compress against
     compress → unlearn → compress (forget accuracy) for each of ``comps`` at ``star``, and (``edit``)
     MEMIT → unlearn against unlearn → MEMIT (edit success). Each forget row also carries the unlearner
-    alone's held-out hobby accuracy and the unedited model's (``hobby``, ``base_hobby``).
+    alone's held-out hobby accuracy and the unedited model's (``hobby``, ``base_hobby``) and, for RMU,
+    :func:`forget_ratio` at the steered layer in each order (``ratio_first``, ``ratio_second``).
     ``alone``: the unlearned model, if at hand."""
     from iclr25.interventions import sweep_runs
     from iclr25.interventions.compose import compressor
@@ -194,9 +213,13 @@ def seed_pairs(base, world, name: str, hp: dict, s: int, star: dict, memit_hp: d
     rows = []
     for c in comps:
         C = compressor(c, star[c], ids, calib_mask=ids != world.vocab.pad_id)
-        a, b = compose(ua, [C]), compose(base, [C, U])
+        cb = compose(base, [C])
+        cu = compose(cb, [U])
+        a, b = compose(ua, [C]), compose(cu, [C])                      # b: compose(base, [C, U])
+        ratios = (dict(ratio_first=forget_ratio(base, ua, a, d.F, hp["layer"]),
+                       ratio_second=forget_ratio(cb, cu, b, d.F, hp["layer"])) if name == "RMU" else {})
         rows.append(dict(A=name, B=c, seed=s, metric="forget", alone=fa, hobby=hob, base_hobby=hob0,
-                         first=forget_accuracy(a, world, d.hazard), second=forget_accuracy(b, world, d.hazard)))
+                         first=forget_accuracy(a, world, d.hazard), second=forget_accuracy(b, world, d.hazard), **ratios))
     if edit:
         rows.append(_edit_row(base, world, name, U, ua, s, ids, mask, memit_hp))
     return [{k: (float(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
@@ -249,9 +272,11 @@ def load_pairs() -> dict:
     return runs
 
 
-def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
+def main_pairs(n_seeds: int = PAIR_SEEDS, n_edit_seeds: int = EDIT_PAIR_SEEDS) -> None:
     """The compositions of each of :data:`PAIR_UNLEARNERS` whose chosen setting meets its targets at the
-    tuning seed, on seeds ``0 .. n_seeds - 1``, written to :data:`PAIRS_FILE`."""
+    tuning seed, on seeds ``0 .. n_seeds - 1``, and its editing composition alone on seeds ``n_seeds ..
+    n_edit_seeds - 1``, written to :data:`PAIRS_FILE`. A row already in the file for the same settings is
+    taken from it (the runs are deterministic)."""
     from iclr25.common import start
     from iclr25.interventions import sweep_runs
     from iclr25.lm import load_world_lm
@@ -268,16 +293,24 @@ def main_pairs(n_seeds: int = PAIR_SEEDS) -> None:
     t0 = time.process_time()
     rows, reused = [], False
     for u in names:
-        for s in range(n_seeds):
-            # runs are deterministic: a seed already committed for the same unlearner setting is taken from the file
+        for s in range(max(n_seeds, n_edit_seeds)):
+            # runs are deterministic: a row already committed for the same unlearner setting is taken from the file
             prev = [r for r in old["rows"] if r["seed"] == s and u in (r["A"], r["B"])] \
                 if same and old["recipe"]["unlearners"].get(u) == hps[u] else []
-            if any(r["metric"] == "forget" and "hobby" not in r for r in prev):
-                prev = []                                 # a row of an older layout: run it again
-            reused = reused or bool(prev)
-            rows += prev or seed_pairs(base, world, u, hps[u], s, STAR, memit_hp)
-            print(f"{u} seed {s} {'from the file' if prev else 'done'} ({time.process_time() - t0:.0f} cpu s)", flush=True)
-    out = {"recipe": {"unlearners": hps, "seeds": list(range(n_seeds)), "star": STAR, "memit": memit_hp,
+            p_edit = [r for r in prev if r["metric"] == "edit"]
+            p_forget = [r for r in prev if r["metric"] == "forget" and "hobby" in r and (u != "RMU" or "ratio_first" in r)]
+            need_forget = s < n_seeds and len(p_forget) < len(U_COMPS)
+            need_edit = s < n_edit_seeds and not p_edit
+            new = seed_pairs(base, world, u, hps[u], s, STAR, memit_hp, comps=U_COMPS if need_forget else (),
+                             edit=need_edit) if need_forget or need_edit else []
+            keep = [r for r in new if r["metric"] == "forget"] or (p_forget if s < n_seeds else [])
+            keep += [r for r in new if r["metric"] == "edit"] or (p_edit if s < n_edit_seeds else [])
+            reused = reused or len(keep) > len(new)
+            rows += keep
+            print(f"{u} seed {s}: {len(new)} rows run, {len(keep) - len(new)} from the file "
+                  f"({time.process_time() - t0:.0f} cpu s)", flush=True)
+    out = {"recipe": {"unlearners": hps, "seeds": list(range(n_seeds)), "edit_seeds": list(range(n_edit_seeds)),
+                      "star": STAR, "memit": memit_hp,
                       "compressors": list(U_COMPS), "grid_sha256": runs["results_sha256"],
                       "capped_sha256": capped["rows_sha256"], "threads": 1,
                       "torch": torch.__version__, "script": SCRIPT + " --pairs",
@@ -417,8 +450,9 @@ if __name__ == "__main__":
     import sys
     if "--alone" in sys.argv:
         main_alone()
-    elif "--pairs" in sys.argv:
-        main_pairs()
+    elif "--pairs" in sys.argv:       # --pairs [n_seeds [n_edit_seeds]]
+        nums = [int(a) for a in sys.argv[sys.argv.index("--pairs") + 1:] if a.isdigit()]
+        main_pairs(*nums)
     elif "--capped" in sys.argv:
         main_capped()
     else:
