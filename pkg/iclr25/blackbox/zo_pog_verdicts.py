@@ -1,0 +1,267 @@
+"""How ``theory/zo-pog`` reads its paper rows from the committed records (pure functions, no runs).
+
+A **study view** (:func:`view`) holds one budget's per-seed runs of the 128-dev shared-template
+study, the template alone and the random-prompt draws of each seed; :func:`analyse` adds what the
+rows need: competence against the template alone, the random-search bar of every policy learner at
+its own number of dev evaluations, interior optima, headroom, ZO-PoG's paired gains (95% and
+family-wise) and, where measured, the **room** above each arm (the white-box ceiling minus the arm).
+
+Each row has **its own gate** (:data:`ROWS`, :func:`row_reasons`): the arms it compares must be
+competent and tuned inside their grids, the study must have headroom, and the **mechanism the row
+names** must work:
+
+* ``"discrete"`` (beats BBT, removing the discrete part, the Gumbel noise): ZO-PoG's discrete block
+  run alone (the no-continuous ablation, a learner of tokens alone) must beat the best on dev of as
+  many random prompts as it makes dev evaluations (95% CI above 0);
+* ``"continuous"`` (removing the continuous part): z must work: ZO-only (z alone) beats the template
+  alone by more than :data:`REF_MARGIN` points (95% CI). Both arms of this row share the discrete
+  block, so the row isolates z; when that block fails its bar the row carries that caveat;
+* ``"baseline"`` (beats BDPL): the baseline, a learner of tokens alone, must beat its own random-search bar.
+
+A gated row is decided by the three-way rule on its family-wise interval (holds above 0; fails when
+the gain cannot reach :data:`MIN_GAIN`); a **NO also needs room** (:func:`row_verdict`): the 95% CI of
+the ceiling minus the row's other arm must lie above :data:`MIN_GAIN`, so that a gain of a point was
+reachable; otherwise the row is undecided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from iclr25.common.stats import mean_interval, three_way
+
+REF_MARGIN = 2.0                 # competence: points above the template alone (95% CI)
+MIN_GAIN = 1.0                   # a row fails when its gain cannot reach this many points
+N_ROWS = 6
+FW = 1 - 0.05 / N_ROWS           # family-wise (Bonferroni) level of each shared-template row
+NG = "ZO-PoG no Gumbel"
+NC = "ZO-PoG no continuous"
+BDPL_OFF = "BDPL official"
+ARMS = ("ZO-PoG", NC, "ZO-only", "BDPL", "BBT", NG)
+TOKEN_ONLY = (NC, "BDPL", BDPL_OFF)          # z = 0, like the random prompts: the bar is a check
+POLICY = ("ZO-PoG", NC, "BDPL", NG, BDPL_OFF)
+DRAW_ARMS = ("ZO-PoG", NC)                   # deployed by the paper's Gumbel draw; their mode is kept apart
+
+
+@dataclass(frozen=True)
+class Row:
+    """A paper row: its claim, the arm ZO-PoG is compared with, and the mechanism it names."""
+
+    claim: str
+    paper: str
+    arm: str
+    mechanism: str | None
+
+
+PAPER_SAYS = "ZO-PoG beats BBT, BDPL, SSPT, manual prompt in nearly all settings"
+ABLATION_SAYS = "removing either part hurts, on all backbones"
+ROWS = (
+    Row("ZO-PoG beats BBT at equal queries (shared template)", PAPER_SAYS, "BBT", "discrete"),
+    Row("ZO-PoG beats BDPL at equal queries (shared template)", PAPER_SAYS, "BDPL", "baseline"),
+    Row("ZO-PoG beats the manual prompt (shared template: the template alone)", PAPER_SAYS, "Manual", None),
+    Row("removing the discrete part hurts (shared template)", ABLATION_SAYS, "ZO-only", "discrete"),
+    Row("removing the continuous part hurts (shared template)", ABLATION_SAYS, NC, "continuous"),
+    Row("Gumbel-softmax policy beats plain categorical (shared template)", "Gumbel-softmax sampling helps (ablation)",
+        NG, "discrete"),
+)
+
+
+def paired(a, b, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of the paired differences a - b and its two-sided ``level`` t-interval."""
+    return mean_interval(np.asarray(a, float) - np.asarray(b, float), level)
+
+
+def best_of_k(draws: dict, k: int) -> float:
+    """Test accuracy of the best-on-dev of the first ``k`` random draws (ties to the first); ``draws``
+    holds ``dev`` (list) and ``test`` (keyed by draw index, at least for every draw that can be that best)."""
+    i = max(range(k), key=lambda j: (draws["dev"][j], -j))
+    return draws["test"][str(i)]
+
+
+def view(q: int, seeds, runs: dict, chosen: dict, grids: dict, alone: dict, draws: dict,
+         ceiling: dict | None = None, arm_of: dict | None = None) -> dict:
+    """One budget of the study: ``runs[arm][str(seed)]`` summaries, chosen cells, grids (axis values),
+    the template alone and the random draws per seed, and optionally each seed's ceiling (a subset of
+    seeds may have one). ``arm_of`` maps a row's arm to the arm that stands for it at this budget
+    (e.g. ``{"BDPL": "BDPL official"}``)."""
+    return dict(q=q, seeds=list(seeds), runs=runs, chosen=chosen, grids=grids, alone=alone, draws=draws,
+                ceiling=ceiling or {}, arm_of=arm_of or {})
+
+
+def vacc(v: dict, m: str, key: str = "acc") -> np.ndarray:
+    """(seeds,) test accuracy (%) of arm ``m``: its own rule (``acc``), or ``mode``. Only the arms
+    deployed by the draw keep a separate mode, and for them it must be in the record; for every other
+    arm the own rule *is* the mode (or fixed tokens), so ``mode`` reads ``acc``."""
+    if m == "Manual":
+        return np.array([v["alone"][str(s)] for s in v["seeds"]], float)
+    k = "acc" if key == "mode" and m not in DRAW_ARMS else key
+    return np.array([v["runs"][m][str(s)][k] for s in v["seeds"]], float)
+
+
+def late_gain(v: dict, m: str) -> float:
+    """Mean gain of arm ``m``'s best-dev test accuracy from half the budget to the full budget."""
+    q = v["q"]
+    return float(np.mean([v["runs"][m][str(s)]["at"][str(q)] - v["runs"][m][str(s)]["at"][str(q // 2)]
+                          for s in v["seeds"]]))
+
+
+def analyse(v: dict) -> dict:
+    """What the rows need, as a new dict (``v`` is not changed)."""
+    out = dict(v)
+    arms = [m for m in (*ARMS, BDPL_OFF) if m in v["runs"]]
+    pol = [m for m in POLICY if m in v["runs"]]
+    alone = vacc(v, "Manual")
+    out["arms"] = arms
+    out["k"] = {m: int(np.median(vacc(v, m, "n_dev_evals"))) for m in pol}
+    out["rand"] = {m: np.array([best_of_k(v["draws"][str(s)], out["k"][m]) for s in v["seeds"]]) for m in pol}
+    out["rand_gain"] = {m: paired(vacc(v, m), out["rand"][m]) for m in pol}
+    out["learns"] = {m: out["rand_gain"][m][1] > 0 for m in TOKEN_ONLY if m in v["runs"]}
+    out["over_alone"] = {m: paired(vacc(v, m), alone) for m in arms}
+    out["best_mean"] = max(vacc(v, m).mean() for m in arms)
+    out["interior"] = {m: all(0 < list(ax).index(x) < len(ax) - 1 for x, ax in zip(v["chosen"][m], v["grids"][m]))
+                       for m in arms}
+    out["late"] = {m: late_gain(v, m) for m in arms if "at" in v["runs"][m][str(v["seeds"][0])]}
+    others = [*[m for m in arms if m != "ZO-PoG"], "Manual"]
+    zp, zp_mode = vacc(v, "ZO-PoG"), vacc(v, "ZO-PoG", "mode")
+    out["gain"] = {m: paired(zp, vacc(v, m), FW) for m in others}
+    out["gain_mode"] = {m: paired(zp_mode, vacc(v, m, "mode"), FW) for m in others}
+    out["gain95"] = {m: paired(zp, vacc(v, m)) for m in others}
+    cs = [s for s in v["seeds"] if str(s) in v["ceiling"]]
+    if cs:
+        idx = [v["seeds"].index(s) for s in cs]
+        ceil = np.array([v["ceiling"][str(s)] for s in cs], float)
+        out["ceiling_seeds"] = cs
+        out["room"] = {m: paired(ceil, vacc(v, m)[idx]) for m in [*arms, "Manual"]}
+    return out
+
+
+def ci(g) -> str:
+    """``+m.m [+l.l, +h.h]``."""
+    return f"{g[0]:+.1f} [{g[1]:+.1f}, {g[2]:+.1f}]"
+
+
+def ci_side(lo: float, hi: float) -> str:
+    """Where an interval of a paired difference lies: above 0, below 0 or contains 0."""
+    return "above 0" if lo > 0 else "below 0" if hi < 0 else "contains 0"
+
+
+def discrete_reason(a: dict) -> str:
+    """What is measured when the discrete block fails its bar."""
+    k, g = a["k"][NC], a["rand_gain"][NC]
+    late = a["late"].get(NC)
+    tail = "" if late is None else (f" and {'is still gaining' if late > 0.5 else 'gains'} {late:+.1f} points from "
+                                    f"{a['q'] // 2} to {a['q']} queries")
+    return (f"the discrete block (no-continuous) is not detectably better than the best on dev of {k} random "
+            f"prompts at {a['q']} queries ({ci(g)}){tail}")
+
+
+def row_reasons(a: dict, row: Row) -> list[str]:
+    """Why ``row`` cannot be read in the analysed view ``a`` (empty when it can): see the module docstring."""
+    arm = a["arm_of"].get(row.arm, row.arm)
+    why = []
+    for d in dict.fromkeys(["ZO-PoG", *([arm] if arm != "Manual" else [])]):
+        if a["over_alone"][d][1] <= REF_MARGIN:
+            why.append(f"{d} does not beat the template alone by {REF_MARGIN:g} points")
+        if not a["interior"][d]:
+            why.append(f"{d}'s tuned optimum lies on its grid's edge")
+    if row.mechanism == "baseline" and not a["learns"][arm]:
+        why.append(f"the baseline {arm} is not detectably better than the best on dev of {a['k'][arm]} random "
+                   f"prompts at {a['q']} queries ({ci(a['rand_gain'][arm])})")
+    if row.mechanism == "discrete" and not a["learns"][NC]:
+        why.append(discrete_reason(a))
+    if row.mechanism == "continuous" and a["over_alone"]["ZO-only"][1] <= REF_MARGIN:
+        why.append(f"z does not work: ZO-only does not beat the template alone by {REF_MARGIN:g} points")
+    if a["best_mean"] >= 97.0:
+        why.append("no headroom (best mean >= 97%)")
+    return why
+
+
+def row_verdict(a: dict, row: Row) -> tuple[bool | None, str | None]:
+    """(verdict, reason): undecided with the gate's reasons, else the three-way rule on the family-wise
+    interval; a NO stands only with room above the other arm (the ceiling's 95% CI above MIN_GAIN)."""
+    why = row_reasons(a, row)
+    if why:
+        return None, "; ".join(why)
+    arm = a["arm_of"].get(row.arm, row.arm)
+    g = a["gain"][arm]
+    holds = three_way(g[1], g[2], 0.0, fail_below=MIN_GAIN)
+    if holds is None:
+        return None, f"family-wise CI {ci(g)} contains 0 and a gain >= {MIN_GAIN:g} point"
+    if holds is False:
+        if "room" not in a:
+            return None, "a NO needs room above the other arm, and no ceiling was measured at this budget"
+        r = a["room"][arm]
+        if r[1] <= MIN_GAIN:
+            return None, (f"no room for a gain of {MIN_GAIN:g} point: the white-box ceiling minus {arm} is {ci(r)} "
+                          f"(95% CI, {len(a['ceiling_seeds'])} seeds)")
+    return holds, None
+
+
+def caveat(a: dict, row: Row) -> str | None:
+    """The caveat a decided continuous-part row carries when the shared discrete block fails its bar."""
+    if row.mechanism == "continuous" and not a["learns"][NC]:
+        return ("both arms share a discrete block that is not detectably better than the best on dev of "
+                f"{a['k'][NC]} random prompts ({ci(a['rand_gain'][NC])}): the row measures what z adds to "
+                "such tokens")
+    return None
+
+
+# --- the untouched-start study (no template): rows about learners of tokens -------------------------
+FW_U = 1 - 0.05 / 3              # its three rows: Bonferroni over three
+U_ROWS = (
+    Row("ZO-PoG beats BDPL (untouched start, no template)", PAPER_SAYS, "BDPL", "baseline"),
+    Row("removing the continuous part hurts (untouched start, no template)", ABLATION_SAYS, NC, "continuous"),
+    Row("Gumbel-softmax policy beats plain categorical (untouched start, no template)",
+        "Gumbel-softmax sampling helps (ablation)", NG, "discrete"),
+)
+U_KEY = {"ZO-PoG": "draw", NC: "draw"}        # the paper's rule: the draw where there is Gumbel noise
+
+
+def dev_evals(queries_per_step: int, steps_per_pass: int, budget: int) -> int:
+    """Dev evaluations of a run: one after every full pass over the training set, and one at the end."""
+    return budget // (queries_per_step * steps_per_pass) + 1
+
+
+def untouched(runs: dict, seeds, rand_dev: dict, rand_test: dict, k: dict, competent: dict) -> dict:
+    """The untouched-start rows' inputs: per arm (paper's rule) accuracies, each token learner's gain over
+    the best on dev of ``k[arm]`` committed random prompts (95% CI), ZO-PoG's gains (family-wise over
+    three) and the room above each arm (ZO-PoG's tokens with white-box z, minus the arm).
+    ``competent``: the study's competence verdict per arm."""
+    acc = {m: np.array([runs[m][str(s)][U_KEY.get(m, "acc")] for s in seeds], float) for m in ("ZO-PoG", NC, "BDPL", NG)}
+    draws = {str(s): {"dev": rand_dev[str(s)], "test": {str(i): t for i, t in enumerate(rand_test[str(s)])}}
+             for s in seeds}
+    rand = {m: np.array([best_of_k(draws[str(s)], k[m]) for s in seeds]) for m in k}
+    rand_gain = {m: paired(acc[m], rand[m]) for m in k}
+    wb = np.array([runs["ZO-PoG"][str(s)]["wb"] for s in seeds], float)
+    return dict(q=None, acc=acc, k=k, rand=rand, rand_gain=rand_gain,
+                learns={m: rand_gain[m][1] > 0 for m in (NC, "BDPL") if m in k}, competent=competent,
+                gain={m: paired(acc["ZO-PoG"], acc[m], FW_U) for m in (NC, "BDPL", NG)},
+                room={m: paired(wb, acc[m]) for m in (NC, "BDPL", NG)}, n=len(list(seeds)))
+
+
+def u_row_verdict(u: dict, row: Row) -> tuple[bool | None, str | None]:
+    """An untouched-start row, gated as the shared-template rows are: its arms competent (the study's
+    rule), its mechanism working (``discrete``: the discrete block beats its random-search bar;
+    ``baseline``: BDPL beats its own; ``continuous``: z works, ``u["competent"]["z"]``, the study's
+    check that the optimisers of z improve on the hand-written words), then the three-way rule on the
+    family-wise interval, a NO only with room as in :func:`row_verdict`."""
+    why = [f"{m} fails the study's competence rule" for m in ("ZO-PoG", row.arm) if not u["competent"].get(m, True)]
+    if row.mechanism == "discrete" and not u["learns"][NC]:
+        why.append(f"the discrete block (no-continuous) is not detectably better than the best on dev of {u['k'][NC]} "
+                   f"random prompts ({ci(u['rand_gain'][NC])})")
+    if row.mechanism == "baseline" and not u["learns"]["BDPL"]:
+        why.append(f"BDPL is not detectably better than the best on dev of {u['k']['BDPL']} random prompts "
+                   f"({ci(u['rand_gain']['BDPL'])})")
+    if row.mechanism == "continuous" and not u["competent"].get("z", True):
+        why.append("z does not work: the optimisers of z do not improve on the hand-written words")
+    if why:
+        return None, "; ".join(why)
+    g = u["gain"][row.arm]
+    holds = three_way(g[1], g[2], 0.0, fail_below=MIN_GAIN)
+    if holds is None:
+        return None, f"family-wise CI {ci(g)} contains 0 and a gain >= {MIN_GAIN:g} point"
+    if holds is False and u["room"][row.arm][1] <= MIN_GAIN:
+        return None, f"no room for a gain of {MIN_GAIN:g} point above {row.arm} ({ci(u['room'][row.arm])})"
+    return holds, None

@@ -1,0 +1,94 @@
+"""The gating table of theory/zo-pog's paper rows (iclr25.blackbox.zo_pog_verdicts), on synthetic studies."""
+
+import numpy as np
+import pytest
+
+from iclr25.blackbox import zo_pog_verdicts as V
+
+SEEDS = list(range(40))
+
+
+def study(acc: dict, *, rand: float = 90.0, ceiling: float | None = None, noise: float = 0.5, edge=()):
+    """A synthetic study: per-arm mean accuracies (seed noise added), random prompts whose best-of-any-k
+    scores ``rand`` on test, the template alone at 80, a 2-value-neighbour grid with the chosen cell interior
+    (or on the edge for the arms in ``edge``)."""
+    rng = np.random.default_rng(0)
+    runs = {}
+    for m, a in acc.items():
+        runs[m] = {}
+        for s in SEEDS:
+            x = round(a + noise * rng.standard_normal(), 2)
+            runs[m][str(s)] = {"acc": x, "n_dev_evals": 26, "at": {"500": x - 1.0, "1000": x}}
+            if m in V.DRAW_ARMS:
+                runs[m][str(s)]["mode"] = x - 0.5
+    draws = {str(s): {"dev": [50.0] * 64, "test": {"0": rand + noise * rng.standard_normal()}} for s in SEEDS}
+    chosen = {m: [1.0] for m in acc}
+    grids = {m: [[1.0, 2.0]] if m in edge else [[0.5, 1.0, 2.0]] for m in acc}
+    ceil = None if ceiling is None else {str(s): ceiling + noise * rng.standard_normal() for s in SEEDS[:30]}
+    return V.analyse(V.view(1000, SEEDS, runs, chosen, grids, {str(s): 80.0 for s in SEEDS}, draws, ceil))
+
+
+BASE = {"ZO-PoG": 93.0, V.NC: 90.0, "ZO-only": 93.0, "BDPL": 90.0, "BBT": 93.0, V.NG: 93.0}
+
+
+def verdicts(a):
+    return {r.arm: V.row_verdict(a, r) for r in V.ROWS}
+
+
+def test_each_row_has_its_own_gate_when_the_discrete_block_fails():
+    a = study(BASE)                 # no-continuous and BDPL level with random search (90)
+    v = verdicts(a)
+    assert not a["learns"][V.NC] and not a["learns"]["BDPL"]
+    for arm in ("BBT", "ZO-only", V.NG):    # rows about the discrete block: undecided, with the measurement
+        assert v[arm][0] is None and "not detectably better than the best on dev of 26 random prompts" in v[arm][1]
+        assert "is still gaining +1.0 points from 500 to 1000 queries" in v[arm][1]
+    assert v["BDPL"][0] is None and "baseline BDPL" in v["BDPL"][1]
+    assert v[V.NC] == (True, None)          # z isolated: decided, with its caveat
+    assert "share a discrete block" in V.caveat(a, V.ROWS[4])
+    assert v["Manual"] == (True, None)
+
+
+def test_a_no_needs_room_under_the_ceiling():
+    acc = dict(BASE, **{V.NC: 95.0, "BDPL": 95.0, "BBT": 95.0})   # token learners beat random search
+    a = study(acc)                       # no ceiling measured
+    assert a["learns"][V.NC]
+    assert V.row_verdict(a, V.ROWS[0]) == (None, "a NO needs room above the other arm, and no ceiling was measured at this budget")
+    low = study(acc, ceiling=95.5)       # the ceiling is level with BBT: no room for a point
+    assert V.row_verdict(low, V.ROWS[0])[0] is None and "no room" in V.row_verdict(low, V.ROWS[0])[1]
+    high = study(acc, ceiling=99.0)      # room: the NO stands
+    assert V.row_verdict(high, V.ROWS[0]) == (False, None)
+    assert V.row_verdict(high, V.ROWS[2]) == (True, None)    # the template alone is far below
+
+
+def test_competence_edges_and_headroom_gate_the_rows_that_need_them():
+    a = study(dict(BASE, BBT=81.0), edge=("BDPL",))
+    assert "BBT does not beat the template alone" in V.row_verdict(a, V.ROWS[0])[1]
+    assert "BDPL's tuned optimum lies on its grid's edge" in V.row_verdict(a, V.ROWS[1])[1]
+    assert V.row_verdict(a, V.ROWS[4])[0] is True    # unaffected rows stay decided
+    full = study({m: 98.0 for m in BASE})
+    assert all("no headroom" in V.row_verdict(full, r)[1] for r in V.ROWS)
+
+
+def test_mode_is_explicit_per_arm():
+    a = study(BASE)
+    assert np.allclose(V.vacc(a, "BDPL", "mode"), V.vacc(a, "BDPL"))          # BDPL's own rule is its mode
+    assert np.allclose(V.vacc(a, "ZO-PoG", "mode"), V.vacc(a, "ZO-PoG") - 0.5)
+    del a["runs"]["ZO-PoG"]["0"]["mode"]
+    with pytest.raises(KeyError):
+        V.vacc(a, "ZO-PoG", "mode")
+
+
+def test_untouched_rows_gate_on_the_learners_bar():
+    seeds = SEEDS[:20]
+    runs = {m: {str(s): {"acc": a, "draw": a, "wb": 99.0} for s, a in zip(seeds, 90 + np.linspace(-1, 1, 20) + d)}
+            for m, d in (("ZO-PoG", 5.0), (V.NC, 2.0), ("BDPL", 0.0), (V.NG, 3.0))}
+    rand_dev = {str(s): [50.0] * 64 for s in seeds}
+    rand_test = {str(s): [88.0] * 64 for s in seeds}
+    k = {"ZO-PoG": 13, V.NC: 26, "BDPL": 26}
+    u = V.untouched(runs, seeds, rand_dev, rand_test, k, {"z": True})
+    assert u["learns"][V.NC] and u["learns"]["BDPL"]
+    assert [V.u_row_verdict(u, r)[0] for r in V.U_ROWS] == [True, True, True]
+    u2 = V.untouched(runs, seeds, rand_dev, {str(s): [93.0] * 64 for s in seeds}, k, {"z": True})
+    assert not u2["learns"][V.NC]
+    assert [V.u_row_verdict(u2, r)[0] for r in V.U_ROWS] == [None, True, None]
+    assert V.dev_evals(40, 2, 1000) == 13 and V.dev_evals(20, 2, 1000) == 26
