@@ -233,11 +233,89 @@ def test_head_sum_construction_and_per_head_norms():
     assert (per_head_norms(w) - per_head_norms(w2)).abs().max() > 1e-3
     g = random_group_element(spec, generator=gen(5))
     assert (per_head_norms(apply_group_action(w, g)) - per_head_norms(w)).abs().max() < 1e-10
-    variant = TransformerNFN(spec, 1, channels=(3,), head_norms=True).double()
-    W = {k: v[None] for k, v in random_weights(spec, 4, 1, generator=gen(6), dtype=torch.float64).items()}
-    W = {k: v[0] for k, v in W.items()}
+    W = random_weights(spec, 4, 1, generator=gen(6), dtype=torch.float64)
     gW = apply_group_action(W, random_group_element(spec, 4, 1, generator=gen(7)))
-    assert (variant(W) - variant(gW)).abs().max() < 1e-10
+    for variant in (TransformerNFN(spec, 1, channels=(3,), head_norms=True).double(),
+                    TransformerNFN(spec, 1, channels=(3,), head_layernorm=False).double()):
+        assert (variant(W) - variant(gW)).abs().max() < 1e-10
+        assert variant(W).std() > 1e-6
+
+
+def test_nfn_without_layernorm_keeps_feature_scale():
+    """With the head's LayerNorm, scaling every invariant feature of a model by c does not change
+    the LayerNorm's output; without it, the head sees the scale."""
+    spec = BlockSpec(h=2, D=6, Dk=3, Dv=3, Da=5)
+    torch.manual_seed(0)
+    with_ln, without = (TransformerNFN(spec, 1, channels=(3,), head_layernorm=b).double() for b in (True, False))
+    assert isinstance(with_ln.head[0], torch.nn.LayerNorm) and isinstance(without.head[0], torch.nn.Identity)
+    z = 10 * torch.randn(4, 3, dtype=torch.float64)                 # LayerNorm's eps is negligible at this scale
+    assert torch.allclose(with_ln.head[0](z), with_ln.head[0](3 * z), atol=1e-5)
+    assert not torch.allclose(without.head(z), without.head(3 * z))
+
+
+def test_select_mean_and_interior():
+    from iclr25.nfn import Selection, interior, select_mean
+    val = np.array([[0.1, 0.5, 0.2], [0.4, 0.3, 0.1]])          # per split best: 1 and 0; mean best: 1
+    pred = np.arange(2 * 3 * 4, dtype=float).reshape(2, 3, 4)
+    k, mean, sel = select_mean(Selection(val, np.ones((2, 3)), pred, np.zeros(2, int), pred[:, 0]))
+    assert k == 1 and np.allclose(mean, [0.25, 0.4, 0.15])
+    assert (sel.chosen == 1).all() and np.array_equal(sel.pred, pred[:, 1])
+    assert interior(1, 3) and not interior(0, 3) and not interior(2, 3) and not interior(0, 1)
+
+
+def test_lr_share_after_cosine_tail():
+    from iclr25.nfn import lr_share_after
+    assert lr_share_after(0, 700) == pytest.approx(1.0) and lr_share_after(700, 700) == 0.0
+    shares = [lr_share_after(t, 700) for t in range(0, 701, 50)]
+    assert all(a >= b for a, b in zip(shares, shares[1:]))
+    assert lr_share_after(525, 700) < 0.05            # the last quarter of a cosine decay: a few percent
+
+
+def test_product_stat_features_by_slot():
+    from iclr25.nfn import PRODUCT_SLOTS
+    W = random_weights(SPEC, 3, 2, generator=gen(8), dtype=torch.float64)
+    full = product_stat_features(W)
+    parts = {s: product_stat_features(W, (s,)) for s in PRODUCT_SLOTS}
+    assert all(p.shape == (3, 2 * 7) for p in parts.values())
+    per_block = lambda l: torch.cat([parts[s][:, 7 * l:7 * (l + 1)] for s in PRODUCT_SLOTS], -1)
+    assert torch.equal(full, torch.cat([per_block(0), per_block(1)], -1))
+    gW = apply_group_action(W, random_group_element(SPEC, 3, 2, generator=gen(9)))
+    att = product_stat_features(W, ("QK", "VO"))
+    assert torch.allclose(att, product_stat_features(gW, ("QK", "VO")), atol=1e-10)
+
+
+def test_zoo_counts_nonfinite_entries_of_diverged_runs():
+    from iclr25.nfn import ZooGrid
+    block = BlockSpec(h=2, D=8, Dk=4, Dv=4, Da=8)
+    calm = ZooConfig(n_runs=2, steps=10, batch=8, block=block, grid=ZooGrid(optimizer=("sgd",), lr_sgd=(1e-2,)))
+    wild = ZooConfig(n_runs=2, steps=10, batch=8, block=block,
+                     grid=ZooGrid(optimizer=("sgd",), lr_sgd=(1e30,), init_std=(0.5,)))
+    assert (train_zoo(calm)["nonfinite"] == 0).all()
+    z = train_zoo(wild)
+    assert (z["nonfinite"] > 0).all()
+    assert any((v == 0).any() for k, v in z["encoder"].items() if k == "WQ")
+
+
+def test_fit_ensemble_with_augment_keeps_labels_and_shapes():
+    spec = BlockSpec(h=2, D=4, Dk=2, Dv=2, Da=3)
+    S, n = 2, {"train": 12, "val": 6, "test": 6}
+    W = {s: {k: v.reshape(S, m, *v.shape[1:]) for k, v in random_weights(spec, S * m, 1, generator=gen(i), dtype=torch.float32).items()}
+         for i, (s, m) in enumerate(n.items())}
+    ys = {s: torch.rand(S, m, generator=gen(10 + i)) for i, (s, m) in enumerate(n.items())}
+    ys_before = {s: v.clone() for s, v in ys.items()}
+    seen = []
+    aug = group_augment(spec)
+
+    def augment(batch, g):
+        out = aug(batch, g)
+        seen.append(all(out[k].shape == batch[k].shape for k in batch) and
+                    any((out[k] - batch[k]).abs().max() > 1e-6 for k in batch))
+        return out
+
+    sel = fit_ensemble(lambda s, k: FlatWeightsMLP(spec.n_params(), 4), W, ys, [dict(lr=1e-3, wd=0.0)],
+                       epochs=2, batch=6, augment=augment)
+    assert seen and all(seen) and sel.pred.shape == (S, 6)
+    assert all(torch.equal(ys[s], ys_before[s]) for s in ys)
 
 
 def test_stream_permutation_is_a_symmetry_of_the_zoo_model():

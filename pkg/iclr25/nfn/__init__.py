@@ -13,17 +13,17 @@ once on scikit-learn's digits; :mod:`.fit` training predictors for many configur
 at once; :mod:`.metrics` Kendall's tau and a paired bootstrap.
 """
 
-from .baselines import (NORMS, FlatWeightsMLP, MLPRegressor, flatten_weights, group_augment, norm_features,
+from .baselines import (NORMS, PRODUCT_SLOTS, FlatWeightsMLP, MLPRegressor, flatten_weights, group_augment, norm_features,
                         product_stat_features, stat_features, tensor_stats)
 from .block import (KEYS, BlockSpec, attention_block, layer_norm, mlp, multi_head_attention, random_weights,
                     softmax)
-from .fit import Selection, fit_ensemble, select
+from .fit import Selection, fit_ensemble, interior, select, select_mean
 from .group import (apply_group_action, exchange_head_columns, head_products, identity_element, products_match, random_group_element,
                     recover_gl, well_conditioned)
 from .layers import (TransformerNFN, TransformerNFNEquivariant, TransformerNFNInvariant, hidden_unit_features,
                      invariant_features, masked_relu, output_unit_features, per_head_norms)
 from .metrics import kendall_tau, paired_bootstrap_tau, tau_difference
-from .zoo import (OPTIMIZERS, ZooConfig, ZooGrid, digits_tokens, permute_stream, sample_recipes, train_zoo,
+from .zoo import (OPTIMIZERS, lr_share_after, ZooConfig, ZooGrid, digits_tokens, permute_stream, sample_recipes, train_zoo,
                   zoo_forward, zoo_test_accuracy)
 
 __all__ = [
@@ -33,9 +33,9 @@ __all__ = [
     "recover_gl", "well_conditioned",
     "TransformerNFN", "TransformerNFNEquivariant", "TransformerNFNInvariant", "hidden_unit_features",
     "invariant_features", "masked_relu", "output_unit_features", "per_head_norms",
-    "NORMS", "FlatWeightsMLP", "MLPRegressor", "group_augment", "flatten_weights", "norm_features", "product_stat_features", "stat_features",
+    "NORMS", "PRODUCT_SLOTS", "FlatWeightsMLP", "MLPRegressor", "group_augment", "flatten_weights", "norm_features", "product_stat_features", "stat_features",
     "tensor_stats",
-    "Selection", "fit_ensemble", "select", "kendall_tau", "paired_bootstrap_tau", "tau_difference",
-    "OPTIMIZERS", "ZooConfig", "ZooGrid", "digits_tokens", "permute_stream", "sample_recipes", "train_zoo",
+    "Selection", "fit_ensemble", "interior", "select", "select_mean", "kendall_tau", "paired_bootstrap_tau", "tau_difference",
+    "OPTIMIZERS", "lr_share_after", "ZooConfig", "ZooGrid", "digits_tokens", "permute_stream", "sample_recipes", "train_zoo",
     "zoo_forward", "zoo_test_accuracy",
 ]

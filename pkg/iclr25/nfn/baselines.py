@@ -46,15 +46,20 @@ def stat_features(W: Weights) -> torch.Tensor:
     return torch.cat([tensor_stats(W[k][:, l]) for l in range(L) for k in KEYS], -1)
 
 
-def product_stat_features(W: Weights) -> torch.Tensor:
-    """Invariant STATNN features ``(n, n_blocks * 6 * 7)``: the 7 statistics of ``QK`` (all heads'
-    entries pooled), ``VO`` (likewise), ``WA``, ``bA``, ``WB``, ``bB`` of each block. Every one is
+PRODUCT_SLOTS = ("QK", "VO", "WA", "bA", "WB", "bB")
+"""The tensors of :func:`product_stat_features`, per block, in column order."""
+
+
+def product_stat_features(W: Weights, slots: tuple[str, ...] = PRODUCT_SLOTS) -> torch.Tensor:
+    """Invariant STATNN features ``(n, n_blocks * len(slots) * 7)``: the 7 statistics of ``QK`` (all
+    heads' entries pooled), ``VO`` (likewise), ``WA``, ``bA``, ``WB``, ``bB`` of each block, or of the
+    subset ``slots`` of :data:`PRODUCT_SLOTS` (e.g. the attention products alone). Every one is
     unchanged by the group: the products are invariant up to permutations, and statistics of a
     multiset ignore permutations."""
     qk, vo = head_products(W)
     L = W["WQ"].shape[1]
-    blocks = [[qk[:, l], vo[:, l]] + [W[k][:, l] for k in ("WA", "bA", "WB", "bB")] for l in range(L)]
-    return torch.cat([tensor_stats(x) for b in blocks for x in b], -1)
+    tensors = lambda l: {"QK": qk[:, l], "VO": vo[:, l], **{k: W[k][:, l] for k in ("WA", "bA", "WB", "bB")}}
+    return torch.cat([tensor_stats(tensors(l)[s]) for l in range(L) for s in slots], -1)
 
 
 NORMS = ("sum |QK_i|_F", "sum |VO_i|_F", "|WA|_F + |WB|_F", "|all weights|_2")

@@ -55,6 +55,22 @@ def select(val_tau: np.ndarray, epoch: np.ndarray, test_pred: np.ndarray,
     return Selection(val_tau, epoch, test_pred, chosen, pred, val_curve)
 
 
+def select_mean(sel: Selection) -> tuple[int, np.ndarray, Selection]:
+    """One configuration for all splits: the one with the highest validation tau averaged over the
+    splits (``sel.val_tau`` ``(S, K)``; the first on a tie). Returns its index ``k``, the mean
+    validation tau of every configuration ``(K,)`` (the curve to print) and the :class:`Selection`
+    with ``chosen = k`` on every split."""
+    mean = np.nanmean(np.nan_to_num(sel.val_tau, nan=-2.0), 0)
+    k = int(np.argmax(mean))
+    chosen = np.full(sel.val_tau.shape[0], k)
+    return k, mean, Selection(sel.val_tau, sel.epoch, sel.test_pred, chosen, sel.test_pred[:, k], sel.val_curve)
+
+
+def interior(k: int, n_configs: int) -> bool:
+    """Whether configuration ``k`` of a grid of ``n_configs`` ordered values is strictly inside it."""
+    return 0 < k < n_configs - 1
+
+
 def _schedule(epoch: int, epochs: int) -> float:
     warm = max(1, epochs // 10)
     if epoch < warm:

@@ -148,7 +148,7 @@ class TransformerNFN(nn.Module):
     the model invariant."""
 
     def __init__(self, spec: BlockSpec, n_blocks: int, channels: tuple[int, ...] = (8,), hidden: int = 16,
-                 head_norms: bool = False):
+                 head_norms: bool = False, head_layernorm: bool = True):
         super().__init__()
         self.n_blocks, self.head_norms = n_blocks, head_norms
         dims = (1, *channels)
@@ -159,7 +159,11 @@ class TransformerNFN(nn.Module):
         width, n_norms = n_blocks * dims[-1], (2 * n_blocks if head_norms else 0)
         # the per-head norms join *after* the LayerNorm, standardised by training-set constants, so
         # that the LayerNorm (which divides each sample by its own scale) cannot strip their scale
-        self.head = nn.Sequential(nn.LayerNorm(width), nn.Linear(width + n_norms, hidden), nn.ReLU(),
+        # ``head_layernorm=False``: no per-sample LayerNorm on the invariant features (a control: the
+        # LayerNorm divides each model's features by their own scale, which strips weight magnitude);
+        # the inputs are still divided by the fixed training-set slot scales of :meth:`set_scales`
+        norm = nn.LayerNorm(width) if head_layernorm else nn.Identity()
+        self.head = nn.Sequential(norm, nn.Linear(width + n_norms, hidden), nn.ReLU(),
                                   nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
         self.register_buffer("scales", torch.ones(n_blocks, len(KEYS)))
         self.register_buffer("norm_mean", torch.zeros(2 * n_blocks))

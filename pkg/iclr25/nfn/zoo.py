@@ -185,6 +185,13 @@ def lr_schedule(step: int, steps: int) -> float:
     return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm)))
 
 
+def lr_share_after(start: int, steps: int) -> float:
+    """The share of the summed learning-rate multiplier of :func:`lr_schedule` that falls on the
+    steps ``start, ..., steps - 1``: how much training a run still gets after step ``start``."""
+    rates = [lr_schedule(t, steps) for t in range(steps)]
+    return float(sum(rates[start:]) / sum(rates))
+
+
 @torch.no_grad()
 def zoo_accuracy(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, n_blocks: int,
                  pos: torch.Tensor, chunk: int = 64) -> torch.Tensor:
@@ -208,7 +215,9 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None,
     - ``params`` (``keep_all=True``): every weight of every model at the last step, ``{name: (n_runs, ...)}``;
     - ``accuracy``: ``(n_ckpt, n_runs)`` test accuracy at each checkpoint; ``loss``: ``(n_runs,)``
       the training loss averaged over the last tenth of the steps;
-    - ``recipes``: the recipe of every run (:func:`sample_recipes`), ``steps``: the checkpoint steps.
+    - ``recipes``: the recipe of every run (:func:`sample_recipes`), ``steps``: the checkpoint steps;
+    - ``nonfinite``: ``(n_runs,)`` how many gradient or weight entries of each run were inf/nan and were
+      set to 0 (a diverged run: its weights then hold exact zeros that no trained model has).
 
     The update of every model is one formula with per-model constants: with ``g = grad + l2 * w``,
     ``m <- beta1 m + gain1 g``, ``v <- beta2 v + (1 - beta2) g^2``, and ``w <- w - lr_t m' / d``
@@ -252,6 +261,9 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None,
     state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in leaves]
     pos = sinusoidal_positions(tok.shape[1], cfg.block.D).to(device)
     keep = set(cfg.checkpoint_steps())
+    # a diverged run's gradients or weights become inf/nan; they are set to 0 (so the batched
+    # training goes on), and every entry so zeroed is counted per run in ``out["nonfinite"]``
+    nonfinite = torch.zeros(M, dtype=torch.long, device=device)
     snaps, accs = [], []
     loss_tail = torch.zeros(M, device=device)
     tail_from = cfg.steps - max(1, cfg.steps // 10)
@@ -273,6 +285,7 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None,
             for p, g, (m_buf, v_buf) in zip(leaves, grads, state):
                 shape = (M,) + (1,) * (p.dim() - 1)
                 cc = {n: v.view(shape) for n, v in c.items()}
+                nonfinite += (~torch.isfinite(g)).reshape(M, -1).sum(1)
                 g = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0) + l2.view(shape) * p
                 m_buf.mul_(cc["beta1"]).add_(cc["gain1"] * g)
                 v_buf.mul_(cc["beta2"]).add_((1 - cc["beta2"]) * g * g)
@@ -281,6 +294,7 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None,
                 num = torch.where(cc["beta1"] > 0, m_buf / bc1, g)
                 den = torch.where(cc["adaptive"] > 0, torch.sqrt(v_buf / bc2) + 1e-8, 1.0)
                 p.sub_(lr.view(shape) * lr_schedule(t, cfg.steps) * num / den)
+                nonfinite += (~torch.isfinite(p)).reshape(M, -1).sum(1)
                 p.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
         if k in keep:
             snap = {n: v.detach() for n, v in params.items()}
@@ -289,7 +303,7 @@ def train_zoo(cfg: ZooConfig, device: torch.device | str = "cpu", progress=None,
                           for key in KEYS})
     encoder = {key: torch.stack([s[key] for s in snaps]) for key in KEYS}
     out = {"encoder": encoder, "accuracy": torch.stack(accs), "recipes": rec, "loss": loss_tail.cpu(),
-           "steps": sorted(keep), "n_test": n_test, "runs": runs}
+           "steps": sorted(keep), "n_test": n_test, "runs": runs, "nonfinite": nonfinite.cpu()}
     if keep_all:
         out["params"] = {n: v.detach().cpu().clone() for n, v in params.items()}
     return out
