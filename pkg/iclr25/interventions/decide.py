@@ -5,18 +5,17 @@ chapter builds them: means and standard errors of the loss beyond the unedited m
 (``h1_ef``/``h1_cf`` and ``*_se``: edit first, compress first), the per-run order sensitivity (``E_OS``,
 ``E_OS_se``), the signed difference of the two orders (``diff``, ``diff_se``), the success before the final
 re-compression (``pre``) and compression's change against the intervention's own change where it acts
-(``ratio_ef``, ``ratio_cf``). Every rule here is three-way: ``True`` (yes), ``False`` (no), ``None``
+(``ratio_ef``, ``ratio_cf``, printed only). Every rule here is three-way: ``True`` (yes), ``False`` (no), ``None``
 (undecided), and a ``None`` never becomes a yes or a no further up.
 
 * :func:`three_way`: the interval mean ± 2 s.e. against a bar;
 * :func:`verdict`: over compressors (or pairs), any yes is yes, all no is no, else undecided (the rule picks
   the most favourable compressor for a yes, so it is stated beside every row that uses it);
-* :func:`gate`: a no stands only where compression's change is at least ``ratio_min`` of the intervention's;
-* :func:`hinders_vote`: one compressor's vote on "compression hinders this editor" in one order, with the
-  control that removes only the capacity loss (a yes counts only if the control, competent before the
-  final re-compression, says yes too) and the ratio gate for a no;
-* :func:`sensitive`, :func:`insensitive`: the order rows' per-cell rules (the control, where needed, confirms
-  a compress-first loss);
+* :func:`hinders_vote`: one compressor's vote on "compression hinders this editor" in one order, on the
+  paper's pipeline and measure alone;
+* :func:`control_ok`: whether a control (e.g. capacity-matched mask-aware FT) shows the same loss, for the
+  check rows that say what a loss is;
+* :func:`sensitive`, :func:`insensitive`: the order rows' per-cell rules;
 * :func:`order_verdict`: "order matters" over the cells;
 * :func:`paper_verdict`: a paper row's ``(holds, reason)`` given whether this run can decide at all.
 """
@@ -29,7 +28,7 @@ from iclr25.common.stats import three_way_se
 
 TOL = 1e-6          # every threshold carries it: 18/20 in float32 is 0.89999998
 BAR = 0.15          # the editing rows' bar (drop, E_OS)
-RATIO_MIN = 0.5     # a no needs compression's change >= half the intervention's, where it acts
+RATIO_MIN = 0.5     # the smaller-edit MEMIT arm's pre-set rule (ratio at the keys); printed beside rows, never a veto
 PRE_MIN = 0.9       # a control counts only if it makes the edit before the final re-compression
 ORDERS = ("ef", "cf")
 
@@ -47,29 +46,19 @@ def verdict(votes: Iterable[bool | None]) -> bool | None:
     return False if vs and all(v is False for v in vs) else None
 
 
-def gate(vote: bool | None, ratio: float, ratio_min: float = RATIO_MIN, tol: float = TOL) -> bool | None:
-    """A no vote stands only if ``ratio`` (compression's change against the intervention's) is at least
-    ``ratio_min``; otherwise it becomes undecided. Yes and undecided pass unchanged."""
-    return None if vote is False and not ratio >= ratio_min - tol else vote
-
-
 def control_ok(control: Mapping | None, order: str, pre_min: float = PRE_MIN, tol: float = TOL) -> bool:
-    """Whether a control cell confirms a yes in ``order`` (``"ef"``/``"cf"``): competent before the final
-    re-compression (``pre >= pre_min``) and its own drop interval at or above the bar."""
+    """Whether a control cell shows the same loss in ``order`` (``"ef"``/``"cf"``): competent before the final
+    re-compression (``pre >= pre_min``) and its own drop interval at or above the bar. A check, not a veto:
+    it says whether a loss survives the control, i.e. what the loss is."""
     return bool(control is not None and control["pre"] >= pre_min - tol
                 and three_way(control["h1_" + order], control["h1_" + order + "_se"]) is True)
 
 
-def hinders_vote(cell: Mapping, order: str, control: Mapping | None = None, needs_control: bool = False,
-                 ratio_min: float = RATIO_MIN) -> tuple[bool | None, str]:
-    """One compressor's vote on "compression hinders the edit" in ``order`` and why: ``(vote, tag)`` with
-    tag ``"yes"``, ``"no"``, ``"interval"`` (the interval contains the bar), ``"control"`` (a yes that the
-    capacity-matched control does not confirm) or ``"ratio"`` (a no where the edit dwarfs compression)."""
+def hinders_vote(cell: Mapping, order: str) -> tuple[bool | None, str]:
+    """One compressor's vote on "compression hinders the edit" in ``order``, on the paper's pipeline and
+    measure: ``(vote, tag)`` with tag ``"yes"``, ``"no"`` or ``"interval"`` (the interval contains the bar).
+    Controls and ratios are printed beside the vote, they do not change it."""
     v = three_way(cell["h1_" + order], cell["h1_" + order + "_se"])
-    if v is True and needs_control and not control_ok(control, order):
-        return None, "control"
-    if v is False and gate(v, cell["ratio_" + order], ratio_min) is None:
-        return None, "ratio"
     return v, {True: "yes", False: "no", None: "interval"}[v]
 
 
@@ -78,20 +67,14 @@ def order_effect(cell: Mapping, bar: float = BAR, tol: float = TOL) -> bool:
     return bool(cell["E_OS"] >= bar - tol and abs(cell["diff"]) >= 3 * cell["diff_se"] - tol)
 
 
-def sensitive(cell: Mapping, control: Mapping | None = None, needs_control: bool = False) -> bool:
-    """An order effect (:func:`order_effect`). Where ``needs_control`` and the compress-first order is the
-    worse one (``diff`` = edit first - compress first > 0), the effect is that order's loss, so the control
-    must confirm it (:func:`control_ok` in the compress-first order); an effect the other way needs none."""
-    if not order_effect(cell):
-        return False
-    return not needs_control or cell["diff"] <= 0 or control_ok(control, "cf")
+def sensitive(cell: Mapping) -> bool:
+    """A cell is order-sensitive: :func:`order_effect`."""
+    return order_effect(cell)
 
 
-def insensitive(cell: Mapping, ratio_min: float = RATIO_MIN) -> bool:
-    """``E_OS`` surely below the bar (interval) where compression's change is at least ``ratio_min`` of the
-    intervention's in both orders."""
-    return bool(three_way(cell["E_OS"], cell["E_OS_se"]) is False
-                and min(cell["ratio_ef"], cell["ratio_cf"]) >= ratio_min - TOL)
+def insensitive(cell: Mapping) -> bool:
+    """``E_OS`` surely below the bar (its interval)."""
+    return bool(three_way(cell["E_OS"], cell["E_OS_se"]) is False)
 
 
 def order_verdict(sens: Iterable[bool], insens: Iterable[bool]) -> bool | None:
