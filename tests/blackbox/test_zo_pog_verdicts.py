@@ -48,16 +48,32 @@ def test_each_row_has_its_own_gate_when_the_discrete_block_fails():
     assert v["Manual"] == (True, None)
 
 
-def test_a_no_needs_room_under_the_ceiling():
-    acc = dict(BASE, **{V.NC: 95.0, "BDPL": 95.0, "BBT": 95.0})   # token learners beat random search
-    a = study(acc)                       # no ceiling measured
-    assert a["learns"][V.NC]
-    assert V.row_verdict(a, V.ROWS[0]) == (None, "a NO needs room above the other arm, and no ceiling was measured at this budget")
-    low = study(acc, ceiling=95.5)       # the ceiling is level with BBT: no room for a point
-    assert V.row_verdict(low, V.ROWS[0])[0] is None and "no room" in V.row_verdict(low, V.ROWS[0])[1]
+def test_a_failure_to_show_a_gain_needs_room_but_a_significant_loss_reads_no():
+    acc = dict(BASE, **{V.NC: 95.0, "BDPL": 95.0, "BBT": 93.1})   # token learners beat random search
+    a = study(acc)                       # no reference measured; ZO-PoG - BBT about -0.1: not a loss, not a gain
+    assert a["learns"][V.NC] and a["gain"]["BBT"][1] < 0 < a["gain"]["BBT"][2]
+    assert V.row_verdict(a, V.ROWS[0]) == (None, "a NO that is not a loss needs room above the other arm, and no "
+                                                 "reference was measured here")
+    low = study(acc, ceiling=93.5)       # the reference is level with BBT: no room for a point
+    v, why = V.row_verdict(low, V.ROWS[0])
+    assert v is None and why.startswith("no measured room")
     high = study(acc, ceiling=99.0)      # room: the NO stands
     assert V.row_verdict(high, V.ROWS[0]) == (False, None)
     assert V.row_verdict(high, V.ROWS[2]) == (True, None)    # the template alone is far below
+
+
+def test_a_significant_loss_reads_no_without_room():
+    acc = dict(BASE, **{V.NC: 95.0, "BDPL": 95.0, "BBT": 95.0})   # ZO-PoG 2 points behind BBT
+    for a in (study(acc), study(acc, ceiling=95.5)):               # no reference; a reference level with BBT
+        assert a["gain"]["BBT"][2] < 0
+        assert V.row_verdict(a, V.ROWS[0]) == (False, None)
+    assert V.row_reasons(study(acc, ceiling=95.5), V.ROWS[0])[0].startswith("no measured room")
+
+
+def test_the_no_room_reason_comes_first():
+    a = study(BASE, ceiling=93.2)       # discrete block fails its bar, and no room above BBT
+    v, why = V.row_verdict(a, V.ROWS[0])
+    assert v is None and why.startswith("no measured room") and "not detectably better" in why
 
 
 def test_competence_edges_and_headroom_gate_the_rows_that_need_them():
@@ -66,7 +82,8 @@ def test_competence_edges_and_headroom_gate_the_rows_that_need_them():
     assert "BDPL's tuned optimum lies on its grid's edge" in V.row_verdict(a, V.ROWS[1])[1]
     assert V.row_verdict(a, V.ROWS[4])[0] is True    # unaffected rows stay decided
     full = study({m: 98.0 for m in BASE})
-    assert all("no headroom" in V.row_verdict(full, r)[1] for r in V.ROWS)
+    assert all("no headroom" in V.row_verdict(full, r)[1] for r in V.ROWS if r.arm != "Manual")
+    assert V.row_verdict(full, V.ROWS[2]) == (True, None)     # a gain above 0 needs no room
 
 
 def test_mode_is_explicit_per_arm():
@@ -91,4 +108,12 @@ def test_untouched_rows_gate_on_the_learners_bar():
     u2 = V.untouched(runs, seeds, rand_dev, {str(s): [93.0] * 64 for s in seeds}, k, {"z": True})
     assert not u2["learns"][V.NC]
     assert [V.u_row_verdict(u2, r)[0] for r in V.U_ROWS] == [None, True, None]
+    lose = {m: {s: dict(r, draw=r["draw"] - 6.0 if m == "ZO-PoG" else r["draw"]) for s, r in rs.items()}
+            for m, rs in runs.items()}
+    for m in lose:
+        for r in lose[m].values():
+            r["acc"] = r["draw"]
+            r["wb"] = 90.0      # no room above any arm
+    u3 = V.untouched(lose, seeds, rand_dev, rand_test, k, {"z": True})
+    assert V.u_row_verdict(u3, V.U_ROWS[1]) == (False, None)      # a significant loss: NO without room
     assert V.dev_evals(40, 2, 1000) == 13 and V.dev_evals(20, 2, 1000) == 26

@@ -19,9 +19,12 @@ names** must work:
 * ``"baseline"`` (beats BDPL): the baseline, a learner of tokens alone, must beat its own random-search bar.
 
 A gated row is decided by the three-way rule on its family-wise interval (holds above 0; fails when
-the gain cannot reach :data:`MIN_GAIN`); a **NO also needs room** (:func:`row_verdict`): the 95% CI of
-the ceiling minus the row's other arm must lie above :data:`MIN_GAIN`, so that a gain of a point was
-reachable; otherwise the row is undecided.
+the gain cannot reach :data:`MIN_GAIN`). **Headroom** is read against the white-box reference where it
+is measured (:func:`room_reason`): the 95% CI of the reference minus the row's other arm must lie above
+:data:`MIN_GAIN` (where no reference is measured: best mean below 97%). A failure to show a gain (the
+interval reaches above 0 but not :data:`MIN_GAIN`) needs that room to read NO, else the row is
+undecided; a **significant loss** (the whole interval below 0) reads NO whatever the room
+(:func:`row_verdict`). The no-room reason is printed first among a row's reasons.
 """
 
 from __future__ import annotations
@@ -157,8 +160,25 @@ def discrete_reason(a: dict) -> str:
             f"prompts at {a['q']} queries ({ci(g)}){tail}")
 
 
-def row_reasons(a: dict, row: Row) -> list[str]:
-    """Why ``row`` cannot be read in the analysed view ``a`` (empty when it can): see the module docstring."""
+def room_reason(a: dict, row: Row) -> str | None:
+    """The instance-level headroom reason of ``row`` (None when there is room): against the white-box
+    reference where it is measured (reference minus the row's other arm, 95% CI, not above
+    :data:`MIN_GAIN`), else the best mean at or above 97%."""
+    arm = a["arm_of"].get(row.arm, row.arm)
+    if "room" in a:
+        r = a["room"][arm]
+        if r[1] <= MIN_GAIN:
+            return (f"no measured room for a gain of {MIN_GAIN:g} point above {arm}: the white-box reference minus "
+                    f"{arm} is {ci(r)} (95% CI, {len(a['ceiling_seeds'])} seeds)")
+        return None
+    if a["best_mean"] >= 97.0:
+        return "no headroom (best mean >= 97%; no white-box reference at this budget)"
+    return None
+
+
+def gate_reasons(a: dict, row: Row) -> list[str]:
+    """The gates of ``row`` that fail in the analysed view ``a``: competence, interior optima and the
+    mechanism the row names (see the module docstring); headroom is :func:`room_reason`."""
     arm = a["arm_of"].get(row.arm, row.arm)
     why = []
     for d in dict.fromkeys(["ZO-PoG", *([arm] if arm != "Manual" else [])]):
@@ -173,30 +193,39 @@ def row_reasons(a: dict, row: Row) -> list[str]:
         why.append(discrete_reason(a))
     if row.mechanism == "continuous" and a["over_alone"]["ZO-only"][1] <= REF_MARGIN:
         why.append(f"z does not work: ZO-only does not beat the template alone by {REF_MARGIN:g} points")
-    if a["best_mean"] >= 97.0:
-        why.append("no headroom (best mean >= 97%)")
     return why
 
 
-def row_verdict(a: dict, row: Row) -> tuple[bool | None, str | None]:
-    """(verdict, reason): undecided with the gate's reasons, else the three-way rule on the family-wise
-    interval; a NO stands only with room above the other arm (the ceiling's 95% CI above MIN_GAIN)."""
-    why = row_reasons(a, row)
-    if why:
-        return None, "; ".join(why)
-    arm = a["arm_of"].get(row.arm, row.arm)
-    g = a["gain"][arm]
+def row_reasons(a: dict, row: Row) -> list[str]:
+    """Everything that limits ``row`` in the analysed view ``a``: the no-room reason first, then the
+    failed gates (empty when there is room and every gate passes)."""
+    room = room_reason(a, row)
+    return [*([room] if room else []), *gate_reasons(a, row)]
+
+
+def decide(g, gates: list[str], room: str | None, room_measured: bool) -> tuple[bool | None, str | None]:
+    """The shared decision on a family-wise interval ``g`` = (mean, lo, hi): undecided when a gate fails
+    (the no-room reason printed first); a significant loss (``hi < 0``) reads NO whatever the room; a
+    failure to show a gain reads NO only with measured room; above 0 holds."""
+    if gates:
+        return None, "; ".join([*([room] if room else []), *gates])
     holds = three_way(g[1], g[2], 0.0, fail_below=MIN_GAIN)
     if holds is None:
-        return None, f"family-wise CI {ci(g)} contains 0 and a gain >= {MIN_GAIN:g} point"
-    if holds is False:
-        if "room" not in a:
-            return None, "a NO needs room above the other arm, and no ceiling was measured at this budget"
-        r = a["room"][arm]
-        if r[1] <= MIN_GAIN:
-            return None, (f"no room for a gain of {MIN_GAIN:g} point: the white-box ceiling minus {arm} is {ci(r)} "
-                          f"(95% CI, {len(a['ceiling_seeds'])} seeds)")
+        return None, "; ".join([*([room] if room else []),
+                                f"family-wise CI {ci(g)} contains 0 and a gain >= {MIN_GAIN:g} point"])
+    if holds is False and g[2] >= 0:
+        if room:
+            return None, room
+        if not room_measured:
+            return None, "a NO that is not a loss needs room above the other arm, and no reference was measured here"
     return holds, None
+
+
+def row_verdict(a: dict, row: Row) -> tuple[bool | None, str | None]:
+    """(verdict, reason) of a shared-template row: :func:`decide` on ZO-PoG's family-wise gain over the
+    row's arm, with :func:`gate_reasons` and :func:`room_reason`."""
+    arm = a["arm_of"].get(row.arm, row.arm)
+    return decide(a["gain"][arm], gate_reasons(a, row), room_reason(a, row), "room" in a)
 
 
 def caveat(a: dict, row: Row) -> str | None:
@@ -246,7 +275,8 @@ def u_row_verdict(u: dict, row: Row) -> tuple[bool | None, str | None]:
     rule), its mechanism working (``discrete``: the discrete block beats its random-search bar;
     ``baseline``: BDPL beats its own; ``continuous``: z works, ``u["competent"]["z"]``, the study's
     check that the optimisers of z improve on the hand-written words), then the three-way rule on the
-    family-wise interval, a NO only with room as in :func:`row_verdict`."""
+    family-wise interval by :func:`decide` (a failure to show a gain reads NO only with room; a significant
+    loss reads NO)."""
     why = [f"{m} fails the study's competence rule" for m in ("ZO-PoG", row.arm) if not u["competent"].get(m, True)]
     if row.mechanism == "discrete" and not u["learns"][NC]:
         why.append(f"the discrete block (no-continuous) is not detectably better than the best on dev of {u['k'][NC]} "
@@ -256,12 +286,7 @@ def u_row_verdict(u: dict, row: Row) -> tuple[bool | None, str | None]:
                    f"({ci(u['rand_gain']['BDPL'])})")
     if row.mechanism == "continuous" and not u["competent"].get("z", True):
         why.append("z does not work: the optimisers of z do not improve on the hand-written words")
-    if why:
-        return None, "; ".join(why)
-    g = u["gain"][row.arm]
-    holds = three_way(g[1], g[2], 0.0, fail_below=MIN_GAIN)
-    if holds is None:
-        return None, f"family-wise CI {ci(g)} contains 0 and a gain >= {MIN_GAIN:g} point"
-    if holds is False and u["room"][row.arm][1] <= MIN_GAIN:
-        return None, f"no room for a gain of {MIN_GAIN:g} point above {row.arm} ({ci(u['room'][row.arm])})"
-    return holds, None
+    r = u["room"][row.arm]
+    room = (f"no measured room for a gain of {MIN_GAIN:g} point above {row.arm}: ZO-PoG's tokens with white-box z "
+            f"minus {row.arm} is {ci(r)} (95% CI)") if r[1] <= MIN_GAIN else None
+    return decide(u["gain"][row.arm], why, room, True)
