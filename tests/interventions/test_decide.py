@@ -2,7 +2,7 @@
 
 import math
 
-from iclr25.interventions.decide import (control_ok, hinders_vote, insensitive, order_verdict, paper_verdict,
+from iclr25.interventions.decide import (hinders_vote, loss_beyond_control, insensitive, order_verdict, paper_verdict,
                                          sensitive, three_way, verdict)
 
 
@@ -34,10 +34,11 @@ def test_a_no_stands_on_the_interval_whatever_the_ratio():
 
 def test_a_yes_stands_on_the_paper_pipeline_and_the_control_is_a_check():
     assert hinders_vote(cell(), "cf") == (True, "yes")
-    assert control_ok(cell(), "cf")
-    assert not control_ok(cell(h1=0.0), "cf")                  # the control removes the loss
-    assert not control_ok(cell(pre=0.3), "cf")                 # the control cannot make the edit
-    assert not control_ok(None, "cf")
+    ft = cell(h1=0.9)
+    assert loss_beyond_control(ft, cell(h1=0.05), "cf") is True        # the control keeps the edit: FT's loss is not capacity
+    assert loss_beyond_control(ft, cell(h1=0.9), "cf") is False        # the control loses as much: capacity explains it
+    assert loss_beyond_control(ft, cell(h1=0.75), "cf") is None        # the difference's interval contains the bar
+    assert loss_beyond_control(ft, None, "cf") is None
 
 
 def test_order_rules():

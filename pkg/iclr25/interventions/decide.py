@@ -13,8 +13,8 @@ re-compression (``pre``) and compression's change against the intervention's own
   the most favourable compressor for a yes, so it is stated beside every row that uses it);
 * :func:`hinders_vote`: one compressor's vote on "compression hinders this editor" in one order, on the
   paper's pipeline and measure alone;
-* :func:`control_ok`: whether a control (e.g. capacity-matched mask-aware FT) shows the same loss, for the
-  check rows that say what a loss is;
+* :func:`loss_beyond_control`: whether a loss exceeds a control's (e.g. capacity-matched mask-aware FT) by
+  more than the bar, for the check rows that say what a loss is;
 * :func:`sensitive`, :func:`insensitive`: the order rows' per-cell rules;
 * :func:`order_verdict`: "order matters" over the cells;
 * :func:`paper_verdict`: a paper row's ``(holds, reason)`` given whether this run can decide at all.
@@ -46,12 +46,17 @@ def verdict(votes: Iterable[bool | None]) -> bool | None:
     return False if vs and all(v is False for v in vs) else None
 
 
-def control_ok(control: Mapping | None, order: str, pre_min: float = PRE_MIN, tol: float = TOL) -> bool:
-    """Whether a control cell shows the same loss in ``order`` (``"ef"``/``"cf"``): competent before the final
-    re-compression (``pre >= pre_min``) and its own drop interval at or above the bar. A check, not a veto:
-    it says whether a loss survives the control, i.e. what the loss is."""
-    return bool(control is not None and control["pre"] >= pre_min - tol
-                and three_way(control["h1_" + order], control["h1_" + order + "_se"]) is True)
+def loss_beyond_control(cell: Mapping, control: Mapping | None, order: str, thr: float = BAR,
+                        tol: float = TOL) -> bool | None:
+    """Whether ``cell`` loses more than ``control`` in ``order`` (``"ef"``/``"cf"``) by more than ``thr``: the
+    difference of their drops, ± 2 s.e. (independent standard errors combined), three-way against ``thr``.
+    A check, not a veto: with a capacity-matched control it says how much of a loss capacity does not explain.
+    ``None`` without a control."""
+    if control is None:
+        return None
+    d = cell["h1_" + order] - control["h1_" + order]
+    se = (cell["h1_" + order + "_se"] ** 2 + control["h1_" + order + "_se"] ** 2) ** 0.5
+    return three_way(d, se, thr, tol)
 
 
 def hinders_vote(cell: Mapping, order: str) -> tuple[bool | None, str]:
