@@ -6,25 +6,36 @@ rows need: competence against the template alone, the random-search bar of every
 its own number of dev evaluations, interior optima, headroom, ZO-PoG's paired gains (95% and
 family-wise) and, where measured, the **room** above each arm (the white-box ceiling minus the arm).
 
-Each row has **its own gate** (:data:`ROWS`, :func:`row_reasons`): the arms it compares must be
-competent and tuned inside their grids, the study must have headroom, and the **mechanism the row
-names** must work:
+Each row has **its own gate** (:data:`ROWS`, :func:`row_reasons`), one competence rule for every
+arm: the arms it compares must beat the template alone by more than :data:`REF_MARGIN` points (95%
+CI) and be tuned inside their grids. Beyond competence, a row whose claim is about ZO-PoG's words
+needs **those words** to work, read on ZO-PoG itself:
 
-* ``"discrete"`` (beats BBT, removing the discrete part, the Gumbel noise): ZO-PoG's discrete block
-  run alone (the no-continuous ablation, a learner of tokens alone) must beat the best on dev of as
-  many random prompts as it makes dev evaluations (95% CI above 0);
-* ``"continuous"`` (removing the continuous part): z must work: ZO-only (z alone) beats the template
-  alone by more than :data:`REF_MARGIN` points (95% CI). Both arms of this row share the discrete
-  block, so the row isolates z; when that block fails its bar the row carries that caveat;
-* ``"baseline"`` (beats BDPL): the baseline, a learner of tokens alone, must beat its own random-search bar.
+* ``"discrete"`` (the Gumbel row): ZO-PoG at its own cell with eta_z = 0 (:data:`FZ`: the same
+  queries, policy steps and dev evaluations, z frozen at 0) must beat the best on dev of as many
+  random prompts as it makes distinct dev evaluations (95% CI above 0); where that arm is not run
+  (the 4000-query study), the no-continuous ablation stands in and the reason names it;
+* ``"words"`` (beats BBT, removing the discrete part): the same, and where the white-box comparison is
+  measured, ZO-PoG's tokens must beat BBT's tokens once z is fitted with exact gradients (95% CI of the
+  paired difference above 0): otherwise the words do not matter once z is fitted and the row cannot
+  say whether choosing them helps;
+* ``"continuous"`` (removing the continuous part): z must add to ZO-PoG's own words: ZO-PoG minus
+  :data:`FZ` above 0 (95% CI) where measured, else ZO-only beats the template alone;
+* ``"baseline"`` (beats BDPL): no gate beyond competence.
 
-A gated row is decided by the three-way rule on its family-wise interval (holds above 0; fails when
-the gain cannot reach :data:`MIN_GAIN`). **Headroom** is read against the white-box reference where it
-is measured (:func:`room_reason`): the 95% CI of the reference minus the row's other arm must lie above
-:data:`MIN_GAIN` (where no reference is measured: best mean below 97%). A failure to show a gain (the
-interval reaches above 0 but not :data:`MIN_GAIN`) needs that room to read NO, else the row is
-undecided; a **significant loss** (the whole interval below 0) reads NO whatever the room
-(:func:`row_verdict`). The no-room reason is printed first among a row's reasons.
+A row whose other arm learns tokens alone (the no-continuous ablation, BDPL) and does not beat its
+own random-search bar is decided and carries that as a **caveat** (:func:`caveat`): the gain is then
+what z adds to such tokens. A gated row is decided by the three-way rule on its family-wise interval
+(holds above 0; fails when the gain cannot reach :data:`MIN_GAIN`). **Headroom** is read against the
+white-box reference where it is measured (:func:`room_reason`): the 95% CI of the reference minus the
+row's other arm must lie above :data:`MIN_GAIN` (where no reference is measured: best mean below
+97%). A failure to show a gain (the interval reaches above 0 but not :data:`MIN_GAIN`) needs that room
+to read NO, else the row is undecided; a **significant loss** (the whole interval below 0) reads NO
+whatever the room (:func:`row_verdict`). The no-room reason is printed first among a row's reasons.
+
+**k**, a learner's number of dev evaluations (:func:`distinct_evals`), counts distinct evaluations:
+a run that ends exactly at the end of a pass re-scores its last prompt once more, and that repeat is
+not counted.
 """
 
 from __future__ import annotations
@@ -42,10 +53,13 @@ FW = 1 - 0.05 / N_ROWS           # family-wise (Bonferroni) level of each shared
 NG = "ZO-PoG no Gumbel"
 NC = "ZO-PoG no continuous"
 BDPL_OFF = "BDPL official"
+FZ = "ZO-PoG eta_z = 0"                      # ZO-PoG at its own cell with z frozen at 0: its own words alone
 ARMS = ("ZO-PoG", NC, "ZO-only", "BDPL", "BBT", NG)
-TOKEN_ONLY = (NC, "BDPL", BDPL_OFF)          # z = 0, like the random prompts: the bar is a check
-POLICY = ("ZO-PoG", NC, "BDPL", NG, BDPL_OFF)
-DRAW_ARMS = ("ZO-PoG", NC)                   # deployed by the paper's Gumbel draw; their mode is kept apart
+TOKEN_ONLY = (NC, "BDPL", BDPL_OFF, FZ)      # z = 0, like the random prompts: the bar is a check
+POLICY = ("ZO-PoG", NC, "BDPL", NG, BDPL_OFF, FZ)
+DRAW_ARMS = ("ZO-PoG", NC, FZ)               # deployed by the paper's Gumbel draw; their mode is kept apart
+N_SAMPLES, STEPS_PER_PASS = 20, 2            # queries of one policy step (I); 32 training examples in minibatches of 16
+Z_POLICY = ("ZO-PoG", NG, FZ)                # a policy step and a ZO step: 2 I queries per step
 
 
 @dataclass(frozen=True)
@@ -61,10 +75,10 @@ class Row:
 PAPER_SAYS = "ZO-PoG beats BBT, BDPL, SSPT, manual prompt in nearly all settings"
 ABLATION_SAYS = "removing either part hurts, on all backbones"
 ROWS = (
-    Row("ZO-PoG beats BBT at equal queries (shared template)", PAPER_SAYS, "BBT", "discrete"),
+    Row("ZO-PoG beats BBT at equal queries (shared template)", PAPER_SAYS, "BBT", "words"),
     Row("ZO-PoG beats BDPL at equal queries (shared template)", PAPER_SAYS, "BDPL", "baseline"),
     Row("ZO-PoG beats the manual prompt (shared template: the template alone)", PAPER_SAYS, "Manual", None),
-    Row("removing the discrete part hurts (shared template)", ABLATION_SAYS, "ZO-only", "discrete"),
+    Row("removing the discrete part hurts (shared template)", ABLATION_SAYS, "ZO-only", "words"),
     Row("removing the continuous part hurts (shared template)", ABLATION_SAYS, NC, "continuous"),
     Row("Gumbel-softmax policy beats plain categorical (shared template)", "Gumbel-softmax sampling helps (ablation)",
         NG, "discrete"),
@@ -84,13 +98,27 @@ def best_of_k(draws: dict, k: int) -> float:
 
 
 def view(q: int, seeds, runs: dict, chosen: dict, grids: dict, alone: dict, draws: dict,
-         ceiling: dict | None = None, arm_of: dict | None = None) -> dict:
+         ceiling: dict | None = None, arm_of: dict | None = None, words: dict | None = None) -> dict:
     """One budget of the study: ``runs[arm][str(seed)]`` summaries, chosen cells, grids (axis values),
     the template alone and the random draws per seed, and optionally each seed's ceiling (a subset of
     seeds may have one). ``arm_of`` maps a row's arm to the arm that stands for it at this budget
-    (e.g. ``{"BDPL": "BDPL official"}``)."""
+    (e.g. ``{"BDPL": "BDPL official"}``). ``words`` maps a seed to the white-box test accuracy on ZO-PoG's
+    tokens minus that on BBT's tokens (points), where measured. ``runs`` may hold :data:`FZ` (not tuned:
+    ZO-PoG's cell with eta_z = 0)."""
     return dict(q=q, seeds=list(seeds), runs=runs, chosen=chosen, grids=grids, alone=alone, draws=draws,
-                ceiling=ceiling or {}, arm_of=arm_of or {})
+                ceiling=ceiling or {}, arm_of=arm_of or {}, words=words or {})
+
+
+def distinct_evals(n_dev_evals: int, budget: int, queries_per_step: int, steps_per_pass: int = STEPS_PER_PASS) -> int:
+    """Distinct dev evaluations of a run that recorded ``n_dev_evals``: a run whose budget ends exactly at the
+    end of a pass has already scored its last prompt, and re-scores it once more at the end; that repeat is
+    not a new evaluation."""
+    return n_dev_evals - (budget % (queries_per_step * steps_per_pass) == 0)
+
+
+def queries_per_step(m: str) -> int:
+    """Queries of one step of policy learner ``m``: I, and 2 I when it also takes a ZO step on z."""
+    return 2 * N_SAMPLES if m in Z_POLICY else N_SAMPLES
 
 
 def vacc(v: dict, m: str, key: str = "acc") -> np.ndarray:
@@ -117,7 +145,7 @@ def analyse(v: dict) -> dict:
     pol = [m for m in POLICY if m in v["runs"]]
     alone = vacc(v, "Manual")
     out["arms"] = arms
-    out["k"] = {m: int(np.median(vacc(v, m, "n_dev_evals"))) for m in pol}
+    out["k"] = {m: distinct_evals(int(np.median(vacc(v, m, "n_dev_evals"))), v["q"], queries_per_step(m)) for m in pol}
     out["rand"] = {m: np.array([best_of_k(v["draws"][str(s)], out["k"][m]) for s in v["seeds"]]) for m in pol}
     out["rand_gain"] = {m: paired(vacc(v, m), out["rand"][m]) for m in pol}
     out["learns"] = {m: out["rand_gain"][m][1] > 0 for m in TOKEN_ONLY if m in v["runs"]}
@@ -125,9 +153,15 @@ def analyse(v: dict) -> dict:
     out["best_mean"] = max(vacc(v, m).mean() for m in arms)
     out["interior"] = {m: all(0 < list(ax).index(x) < len(ax) - 1 for x, ax in zip(v["chosen"][m], v["grids"][m]))
                        for m in arms}
-    out["late"] = {m: late_gain(v, m) for m in arms if "at" in v["runs"][m][str(v["seeds"][0])]}
+    out["late"] = {m: late_gain(v, m) for m in [*arms, *([FZ] if FZ in v["runs"] else [])]
+                   if "at" in v["runs"][m][str(v["seeds"][0])]}
     others = [*[m for m in arms if m != "ZO-PoG"], "Manual"]
     zp, zp_mode = vacc(v, "ZO-PoG"), vacc(v, "ZO-PoG", "mode")
+    out["words_arm"] = FZ if FZ in v["runs"] else NC
+    if FZ in v["runs"]:
+        out["only_z"] = paired(zp, vacc(v, FZ))
+    if v["words"]:
+        out["wb_words"] = mean_interval(np.array([v["words"][str(s)] for s in v["seeds"] if str(s) in v["words"]]))
     out["gain"] = {m: paired(zp, vacc(v, m), FW) for m in others}
     out["gain_mode"] = {m: paired(zp_mode, vacc(v, m, "mode"), FW) for m in others}
     out["gain95"] = {m: paired(zp, vacc(v, m)) for m in others}
@@ -151,13 +185,15 @@ def ci_side(lo: float, hi: float) -> str:
 
 
 def discrete_reason(a: dict) -> str:
-    """What is measured when the discrete block fails its bar."""
-    k, g = a["k"][NC], a["rand_gain"][NC]
-    late = a["late"].get(NC)
+    """What is measured when ZO-PoG's words (or the no-continuous stand-in) fail their bar."""
+    m = a["words_arm"]
+    k, g = a["k"][m], a["rand_gain"][m]
+    late = a["late"].get(m)
     tail = "" if late is None else (f" and {'is still gaining' if late > 0.5 else 'gains'} {late:+.1f} points from "
                                     f"{a['q'] // 2} to {a['q']} queries")
-    return (f"the discrete block (no-continuous) is not detectably better than the best on dev of {k} random "
-            f"prompts at {a['q']} queries ({ci(g)}){tail}")
+    who = "ZO-PoG's own words (ZO-PoG with eta_z = 0)" if m == FZ else "the discrete block run alone (no-continuous)"
+    return (f"{who} are not detectably better than the best on dev of {k} random prompts at {a['q']} queries "
+            f"({ci(g)}){tail}")
 
 
 def room_reason(a: dict, row: Row) -> str | None:
@@ -186,13 +222,16 @@ def gate_reasons(a: dict, row: Row) -> list[str]:
             why.append(f"{d} does not beat the template alone by {REF_MARGIN:g} points")
         if not a["interior"][d]:
             why.append(f"{d}'s tuned optimum lies on its grid's edge")
-    if row.mechanism == "baseline" and not a["learns"][arm]:
-        why.append(f"the baseline {arm} is not detectably better than the best on dev of {a['k'][arm]} random "
-                   f"prompts at {a['q']} queries ({ci(a['rand_gain'][arm])})")
-    if row.mechanism == "discrete" and not a["learns"][NC]:
+    if row.mechanism in ("discrete", "words") and not a["learns"][a["words_arm"]]:
         why.append(discrete_reason(a))
-    if row.mechanism == "continuous" and a["over_alone"]["ZO-only"][1] <= REF_MARGIN:
-        why.append(f"z does not work: ZO-only does not beat the template alone by {REF_MARGIN:g} points")
+    if row.mechanism == "words" and "wb_words" in a and a["wb_words"][1] <= 0:
+        why.append(f"once z is fitted the words do not matter: with white-box z, ZO-PoG's tokens minus BBT's tokens is "
+                   f"{ci(a['wb_words'])} (95% CI, {len(a['words'])} seeds)")
+    if row.mechanism == "continuous":
+        if "only_z" in a and a["only_z"][1] <= 0:
+            why.append(f"z does not add to ZO-PoG's own words: ZO-PoG minus ZO-PoG with eta_z = 0 is {ci(a['only_z'])}")
+        if "only_z" not in a and a["over_alone"]["ZO-only"][1] <= REF_MARGIN:
+            why.append(f"z does not work: ZO-only does not beat the template alone by {REF_MARGIN:g} points")
     return why
 
 
@@ -229,11 +268,12 @@ def row_verdict(a: dict, row: Row) -> tuple[bool | None, str | None]:
 
 
 def caveat(a: dict, row: Row) -> str | None:
-    """The caveat a decided continuous-part row carries when the shared discrete block fails its bar."""
-    if row.mechanism == "continuous" and not a["learns"][NC]:
-        return ("both arms share a discrete block that is not detectably better than the best on dev of "
-                f"{a['k'][NC]} random prompts ({ci(a['rand_gain'][NC])}): the row measures what z adds to "
-                "such tokens")
+    """The caveat of a row whose other arm learns tokens alone and does not beat its random-search bar
+    (one rule for the BDPL row and the continuous-part row): the gain is what z adds to such tokens."""
+    arm = a["arm_of"].get(row.arm, row.arm)
+    if arm in TOKEN_ONLY and arm in a["learns"] and not a["learns"][arm]:
+        return (f"{arm}, a learner of tokens alone, is not detectably better than the best on dev of {a['k'][arm]} "
+                f"random prompts ({ci(a['rand_gain'][arm])}): the gain is what z adds to such tokens")
     return None
 
 
@@ -249,8 +289,9 @@ U_KEY = {"ZO-PoG": "draw", NC: "draw"}        # the paper's rule: the draw where
 
 
 def dev_evals(queries_per_step: int, steps_per_pass: int, budget: int) -> int:
-    """Dev evaluations of a run: one after every full pass over the training set, and one at the end."""
-    return budget // (queries_per_step * steps_per_pass) + 1
+    """Distinct dev evaluations of a run: one after every full pass over the training set, and one at the
+    end unless the budget ends exactly at the end of a pass (then the last prompt is already scored)."""
+    return distinct_evals(budget // (queries_per_step * steps_per_pass) + 1, budget, queries_per_step, steps_per_pass)
 
 
 def untouched(runs: dict, seeds, rand_dev: dict, rand_test: dict, k: dict, competent: dict) -> dict:
