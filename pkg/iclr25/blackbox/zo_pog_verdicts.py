@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from iclr25.blackbox.zo_pog_budget2 import best_of_k   # the one copy (the records' code fingerprint covers it)
 from iclr25.common.stats import mean_interval, three_way
 
 REF_MARGIN = 2.0                 # competence: points above the template alone (95% CI)
@@ -88,13 +89,6 @@ ROWS = (
 def paired(a, b, level: float = 0.95) -> tuple[float, float, float]:
     """Mean of the paired differences a - b and its two-sided ``level`` t-interval."""
     return mean_interval(np.asarray(a, float) - np.asarray(b, float), level)
-
-
-def best_of_k(draws: dict, k: int) -> float:
-    """Test accuracy of the best-on-dev of the first ``k`` random draws (ties to the first); ``draws``
-    holds ``dev`` (list) and ``test`` (keyed by draw index, at least for every draw that can be that best)."""
-    i = max(range(k), key=lambda j: (draws["dev"][j], -j))
-    return draws["test"][str(i)]
 
 
 def view(q: int, seeds, runs: dict, chosen: dict, grids: dict, alone: dict, draws: dict,
@@ -189,11 +183,11 @@ def discrete_reason(a: dict) -> str:
     m = a["words_arm"]
     k, g = a["k"][m], a["rand_gain"][m]
     late = a["late"].get(m)
-    tail = "" if late is None else (f" and {'is still gaining' if late > 0.5 else 'gains'} {late:+.1f} points from "
+    tail = "" if late is None else (f"; that arm {'is still gaining' if late > 0.5 else 'gains'} {late:+.1f} points from "
                                     f"{a['q'] // 2} to {a['q']} queries")
-    who = "ZO-PoG's own words (ZO-PoG with eta_z = 0)" if m == FZ else "the discrete block run alone (no-continuous)"
-    return (f"{who} are not detectably better than the best on dev of {k} random prompts at {a['q']} queries "
-            f"({ci(g)}){tail}")
+    who = ("ZO-PoG's own words (ZO-PoG with eta_z = 0) are" if m == FZ
+           else "the discrete block run alone (no-continuous) is")
+    return f"{who} not detectably better than the best on dev of {k} random prompts at {a['q']} queries ({ci(g)}){tail}"
 
 
 def room_reason(a: dict, row: Row) -> str | None:
