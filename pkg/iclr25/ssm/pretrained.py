@@ -40,7 +40,7 @@ SCRIPT = "python -m iclr25.ssm.pretrained"
 MANIFEST = Path(__file__).parent / "data" / "text_mamba.json"
 """sha256 and summary of every committed checkpoint (written by ``python -m iclr25.ssm.pretrained manifest``)."""
 
-SEEDS = (0, 1, 2, 3, 4, 5)
+SEEDS = (0, 1, 2)
 """Training seeds of the committed models: seed 0 is :data:`CHECKPOINT`, seed ``s`` is
 :func:`checkpoint_path` ``(s)`` (same recipe, other initial weights and windows)."""
 
@@ -54,44 +54,30 @@ def recipe_for(seed: int = 0) -> dict:
     """:data:`RECIPE` with training seed ``seed``."""
     return {**RECIPE, "seed": int(seed)}
 
-RECIPE = dict(cfg=MambaConfig(vocab_size=256, d_model=64, n_layers=4, d_state=8), steps=3000,
+RECIPE = dict(cfg=MambaConfig(vocab_size=256, d_model=64, n_layers=4, d_state=8), steps=800,
               batch_size=16, block=128, lr=3e-3, warmup=100, weight_decay=0.01, val_fraction=0.1,
-              eval_every=100, burn_in=64, monitor_every=4, seed=0)
-"""How :data:`CHECKPOINT` is made: 4 blocks of width 64 (135k parameters), 3000 AdamW steps of
-16 windows of 128 bytes (about 6 M tokens, about 15 passes over the training text) on one cosine
-schedule, a validation point every 100 steps on the *monitor* segments of the held-out text (every
-``monitor_every``-th segment of ``burn_in + block`` bytes, scored on its last ``block`` bytes, see
-:func:`heldout_segments`); weights stored in float16."""
-
-HALF_STEPS = RECIPE["steps"] // 2
-"""The plateau control: seed 0's recipe with half the steps (its own cosine schedule), written to
-:data:`HALF_CHECKPOINT` by ``python -m iclr25.ssm.pretrained half``."""
-
-PLATEAU = dict(max_doubling_gain_bits=0.02, max_above_min_nats=0.01)
-"""The plateau rule, fixed before the models were trained (:func:`plateau_verdict`): doubling the
-training budget (:data:`HALF_STEPS` -> ``steps``, seed 0, same recipe otherwise) lowers the monitor
-segments' loss by less than ``max_doubling_gain_bits`` bits/byte, and every model's last
-validation point lies within ``max_above_min_nats`` nats/byte of its curve's minimum (no late
-overfitting)."""
+              eval_every=100, val_windows=32, seed=0)
+"""How :data:`CHECKPOINT` is made: 4 blocks of width 64 (135k parameters), 800 AdamW steps of
+16 windows of 128 bytes (about 1.6 M tokens, four passes over the training text), a validation
+point every 100 steps on the last 32 held-out windows (4 kB); weights stored in float16."""
 
 
-def heldout_segments(val_ids: torch.Tensor, block: int = RECIPE["block"], burn_in: int = RECIPE["burn_in"],
-                     monitor_every: int = RECIPE["monitor_every"]) -> dict[str, torch.Tensor]:
-    """The held-out stream cut into consecutive segments of ``burn_in + block`` inputs (and their
-    next-byte targets), split into two disjoint sets: ``monitor`` (every ``monitor_every``-th
-    segment, starting with segment ``monitor_every - 1``), on which training records its validation
-    curve, and ``eval`` (all the others), from which the chapter draws its evaluation windows.
-    Each segment is scored on its last ``block`` targets only: the first ``burn_in`` bytes give the
-    model context, so the score is not a window-start score. Returns ``{"monitor": (x, y),
-    "eval": (x, y)}`` with x, y of shape (n, burn_in + block)."""
+def text_splits(val_fraction: float = RECIPE["val_fraction"]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Byte ids of the pydoc corpus, split contiguously: (train, validation). The topics are in sorted
+    order, so the validation stream is the last topics of the alphabet, unseen in training."""
+    return split_ids(encode_bytes(pydoc_text()), val_fraction)
+
+
+def heldout_segments(ids: torch.Tensor, block: int = RECIPE["block"], burn_in: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stream ``ids`` cut into consecutive segments of ``burn_in + block`` inputs and their
+    next-byte targets, ``(x, y)`` of shape (n, burn_in + block). :func:`context_nll` scores each
+    segment on its last ``block`` targets only: the first ``burn_in`` bytes give the model context,
+    so the score is not a window-start score (a count model sees context at every byte)."""
     seg = burn_in + block
-    n = (len(val_ids) - 1) // seg
-    if n < monitor_every:
-        raise ValueError(f"the held-out stream has {len(val_ids)} bytes, fewer than {monitor_every} segments")
-    x = val_ids[: n * seg].view(n, seg)
-    y = val_ids[1: n * seg + 1].view(n, seg)
-    mon = torch.arange(n) % monitor_every == monitor_every - 1
-    return {"monitor": (x[mon], y[mon]), "eval": (x[~mon], y[~mon])}
+    n = (len(ids) - 1) // seg
+    if n < 1:
+        raise ValueError(f"the stream has {len(ids)} tokens, fewer than burn_in + block + 1 = {seg + 1}")
+    return ids[: n * seg].view(n, seg), ids[1: n * seg + 1].view(n, seg)
 
 
 def strided(n_total: int, n_pick: int | None) -> torch.Tensor:
@@ -117,34 +103,26 @@ def context_nll(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, block:
     return total / count
 
 
-def plateau_verdict(curves: list[torch.Tensor], full_nll: float, half_nll: float) -> dict:
-    """Apply :data:`PLATEAU` to the validation curves ``[(step, nll), ...]`` of the committed models
-    and to seed 0's final monitor loss at ``steps`` (``full_nll``) and at :data:`HALF_STEPS`
-    (``half_nll``), both in nats/byte. Returns the doubling gain (bits/byte), the worst distance of a
-    last point above its curve's minimum (nats/byte) and ``holds``."""
-    gain = (half_nll - full_nll) / math.log(2)
-    above = max(float(c[-1, 1] - c[:, 1].min()) for c in curves)
-    return {"doubling_gain_bits": gain, "above_min_nats": above,
-            "holds": bool(gain < PLATEAU["max_doubling_gain_bits"] and above < PLATEAU["max_above_min_nats"])}
-
-
-def text_splits(val_fraction: float = RECIPE["val_fraction"]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Byte ids of the pydoc corpus, split contiguously: (train, validation). The topics are in sorted
-    order, so the validation stream is the last topics of the alphabet, unseen in training."""
-    return split_ids(encode_bytes(pydoc_text()), val_fraction)
+def ngram_stream(x: torch.Tensor, y: torch.Tensor, block: int = RECIPE["block"]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The segments (``x``, ``y``) as one byte stream for a count model, and one flag per token of
+    ``stream[1:]`` marking the tokens :func:`context_nll` scores (the last ``block`` of each
+    segment): each segment contributes its inputs and its last target."""
+    pieces = torch.cat([x, y[:, -1:]], dim=1)                     # (n, L + 1): segment i's bytes
+    width = pieces.shape[1]
+    flags = torch.arange(1, pieces.numel()) % width >= width - block
+    return pieces.reshape(-1), flags
 
 
 def train_byte_lm(model: torch.nn.Module, train_ids: torch.Tensor, steps: int, batch_size: int,
                   block: int, lr: float, warmup: int, weight_decay: float, seed: int,
-                  stop_after: int | None = None,
-                  monitor: tuple[torch.Tensor, torch.Tensor] | None = None,
+                  stop_after: int | None = None, val_ids: torch.Tensor | None = None,
                   eval_every: int = 0) -> tuple[list[float], list[tuple[int, float]]]:
     """AdamW with linear warmup and cosine decay on random windows of ``train_ids`` (next-byte loss).
 
     Deterministic given the model's initial weights and ``seed`` (the windows come from a CPU
     generator) on a fixed number of threads. ``stop_after`` ends the run early, on the *same*
-    schedule (for the reproduction test). With ``monitor`` (held-out segments, see
-    :func:`context_nll`) and ``eval_every > 0``, the held-out loss (nats/byte) of the weights after ``s`` updates is recorded for every ``s`` divisible by
+    schedule (for the reproduction test). With ``val_ids`` and ``eval_every > 0``, the held-out loss
+    (nats/byte) of the weights after ``s`` updates is recorded for every ``s`` divisible by
     ``eval_every`` and at the end; it draws no random numbers, so the weights do not depend on it.
     Returns the training loss of every step and the validation curve ``[(step, nll), ...]``.
     """
@@ -161,18 +139,18 @@ def train_byte_lm(model: torch.nn.Module, train_ids: torch.Tensor, steps: int, b
     def validate(step: int) -> None:
         model.eval()
         with torch.no_grad():
-            curve.append((step, context_nll(model, *monitor, block)))
+            curve.append((step, mean_nll(model, val_ids, block)))
         model.train()
 
     def loss_at(step: int) -> torch.Tensor:
-        if monitor is not None and eval_every and step % eval_every == 0:
+        if val_ids is not None and eval_every and step % eval_every == 0:
             validate(step)
         x, y = (t.to(device) for t in random_blocks(train_ids, batch_size, block, generator=g))
         return F.cross_entropy(model(x).reshape(-1, model.cfg.vocab_size), y.reshape(-1))
 
     n_steps = steps if stop_after is None else min(steps, stop_after)
     losses = fit(model.parameters(), opt, loss_at, n_steps, lr_lambda=warmup_cosine(warmup, steps))
-    if monitor is not None and eval_every:
+    if val_ids is not None and eval_every:
         validate(n_steps)
     model.eval()
     return losses, curve
@@ -190,9 +168,8 @@ def make_text_mamba(stop_after: int | None = None, recipe: dict = RECIPE) -> dic
         train, val = text_splits(recipe["val_fraction"])
         args = {k: recipe[k] for k in ("steps", "batch_size", "block", "lr", "warmup", "weight_decay",
                                        "seed", "eval_every")}
-        segs = heldout_segments(val, recipe["block"], recipe["burn_in"], recipe["monitor_every"])
-        monitor = segs["monitor"] if stop_after is None else None
-        losses, curve = train_byte_lm(model, train, stop_after=stop_after, monitor=monitor, **args)
+        monitor = val[-(recipe["val_windows"] * recipe["block"] + 1):] if stop_after is None else None
+        losses, curve = train_byte_lm(model, train, stop_after=stop_after, val_ids=monitor, **args)
         state = {k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}
         val_nll = float("nan")
         if stop_after is None:
@@ -229,59 +206,37 @@ def text_mamba(device: torch.device | str = "cpu", seed: int = 0) -> tuple[TinyM
     return model.to(device).eval(), info
 
 
-HALF_CHECKPOINT = CHECKPOINT.with_name("text_mamba_half.pt")
-"""Seed 0 trained for :data:`HALF_STEPS` (the plateau control; its weights are not used)."""
-
-
-def half_recipe() -> dict:
-    """Seed 0's recipe with :data:`HALF_STEPS` steps (the plateau control)."""
-    return {**recipe_for(0), "steps": HALF_STEPS}
-
-
-def write_manifest(seeds: tuple[int, ...] = SEEDS) -> dict:
+def write_manifest() -> dict:
     """Record the sha256, recipe and final validation loss of every committed checkpoint in
-    :data:`MANIFEST` (run after training ``seeds`` and the plateau control), with the plateau rule's
-    outcome (:func:`plateau_verdict`)."""
-    files, curves = {}, []
-    for s in seeds:
+    :data:`MANIFEST` (run after training all :data:`SEEDS`)."""
+    files = {}
+    for s in SEEDS:
         path = checkpoint_path(s)
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        curves.append(ckpt["val_curve"])
         files[path.name] = {"seed": s, "sha256": file_sha256(path), "bytes": path.stat().st_size,
-                            "val_nll": ckpt["val_nll"], "monitor_nll": float(ckpt["val_curve"][-1, 1]),
-                            "steps": len(ckpt["losses"])}
-    half = torch.load(HALF_CHECKPOINT, map_location="cpu", weights_only=False)
-    files[HALF_CHECKPOINT.name] = {"seed": 0, "sha256": file_sha256(HALF_CHECKPOINT),
-                                   "bytes": HALF_CHECKPOINT.stat().st_size, "val_nll": half["val_nll"],
-                                   "monitor_nll": float(half["val_curve"][-1, 1]), "steps": len(half["losses"])}
-    verdict = plateau_verdict(curves, files[CHECKPOINT.name]["monitor_nll"], files[HALF_CHECKPOINT.name]["monitor_nll"])
+                            "val_nll": ckpt["val_nll"], "steps": len(ckpt["losses"])}
     record = {"script": SCRIPT, "recipe": {k: (asdict(v) if k == "cfg" else v) for k, v in RECIPE.items()
                                            if k != "seed"},
-              "seeds": list(seeds), "half_steps": HALF_STEPS, "plateau_rule": PLATEAU, "plateau": verdict,
-              "files": files}
+              "seeds": list(SEEDS), "files": files}
     MANIFEST.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
 
 
-def main(seed: int | str = 0) -> None:
-    """Write the checkpoint of training seed ``seed`` (the state in float16; ``"half"``: the plateau
-    control) and print its validation loss."""
-    half = seed == "half"
-    ckpt = make_text_mamba(recipe=half_recipe() if half else recipe_for(int(seed)))
-    path = HALF_CHECKPOINT if half else checkpoint_path(int(seed))
+def main(seed: int = 0) -> None:
+    """Write the checkpoint of training seed ``seed`` (the state in float16) and print its
+    validation loss."""
+    ckpt = make_text_mamba(recipe=recipe_for(seed))
+    path = checkpoint_path(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(ckpt, path)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB): "
-          f"val {ckpt['val_nll'] / math.log(2):.3f} bits/byte, monitor "
-          f"{float(ckpt['val_curve'][-1, 1]) / math.log(2):.3f} after {len(ckpt['losses'])} steps", flush=True)
+          f"val {ckpt['val_nll'] / math.log(2):.3f} bits/byte after {len(ckpt['losses'])} steps")
 
 
 if __name__ == "__main__":
     import sys
 
     if len(sys.argv) > 1 and sys.argv[1] == "manifest":
-        seeds = tuple(int(a) for a in sys.argv[2:]) or SEEDS
-        print(json.dumps(write_manifest(seeds), indent=1))
+        print(json.dumps(write_manifest(), indent=1))
     else:
-        for arg in sys.argv[1:] or ["0"]:
-            main(arg if arg == "half" else int(arg))
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
