@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from iclr25.compress import input_hessian, output_error, prune_layers_
+from iclr25.compress import input_hessian, output_error, prune_layers_, wanda_mask
 from iclr25.compress.allocation import (SOLVERS, allocate_for_budget, allocation_cost, kept_params_cost,
-                                        loss_ratio_table, prune_blocks_, random_allocation,
+                                        loss_ratio_table, pattern_solver, prune_blocks_, random_allocation,
                                         reversed_table, solve, threshold_allocation)
 from iclr25.ssm import MambaConfig, TinyMamba
 
@@ -49,6 +49,23 @@ def test_solvers_are_c4n_and_compensation_never_hurts(n: int) -> None:
     # on SparseGPT's own mask, the least-squares weights are at least as good as its sequential updates
     assert errs["sparsegpt-mask+ls"] <= errs["sparsegpt"] * (1 + 1e-9)
     assert torch.equal(solve("wanda", W, X, 0), W)
+
+
+@pytest.mark.parametrize("pattern,zeros", [("3:8", 3), ("5:8", 5)])
+def test_pattern_solvers_meet_their_n_of_8(pattern: str, zeros: int) -> None:
+    X = _correlated()
+    W = torch.randn(12, 32, generator=torch.Generator().manual_seed(3))
+    H = input_hessian(X)
+    errs = {}
+    for name in ("wanda+ls", "sparsegpt"):
+        Wn = solve(pattern_solver(name, pattern), W, X, 1)
+        assert bool(((Wn == 0).reshape(12, 4, 8).sum(-1) >= zeros).all()), name
+        assert abs(float((Wn == 0).double().mean()) - zeros / 8) < 0.02, name    # no more zeros than the pattern's
+        errs[name] = output_error(W, Wn, H)
+    # the N:8 Wanda mask with least squares beats the same mask without an update
+    assert errs["wanda+ls"] < output_error(W, W * wanda_mask(W, X, None, pattern), H)
+    with pytest.raises(ValueError):
+        pattern_solver("magnitude", pattern)
 
 
 @pytest.mark.parametrize("method", ["wanda", "sparsegpt"])

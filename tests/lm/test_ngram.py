@@ -33,3 +33,17 @@ def test_higher_orders_learn_a_periodic_stream() -> None:
     assert bits[1] > 2.5 and bits[2] < 0.2 and bits[3] <= bits[2] + 1e-12
     with pytest.raises(ValueError):
         witten_bell_bits(train, train, orders=[8])
+
+
+def test_scored_flags_average_only_the_flagged_tokens() -> None:
+    rng = np.random.default_rng(0)
+    train, stream = rng.integers(0, 8, 500), rng.integers(0, 8, 60)
+    full = witten_bell_bits(train, stream, [2], vocab=8)[2]
+    flags = np.zeros(59, dtype=bool)
+    flags[30:] = True
+    part = witten_bell_bits(train, stream, [2], vocab=8, scored=flags)[2]
+    # the tail's score is the score of the tail's own tokens with the same contexts
+    tail = witten_bell_bits(train, stream[30:], [2], vocab=8)[2]   # flag i is token i + 1
+    assert abs(part - tail) < 1e-12 and abs(part - full) > 1e-6
+    with pytest.raises(ValueError):
+        witten_bell_bits(train, stream, [2], vocab=8, scored=np.zeros(59, dtype=bool))

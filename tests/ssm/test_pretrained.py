@@ -9,8 +9,8 @@ import torch
 from iclr25.common.digest import file_sha256
 from iclr25.lm.text import mean_nll
 from iclr25.ssm import pretrained
-from iclr25.ssm.pretrained import (MANIFEST, RECIPE, SEEDS, checkpoint_path, make_text_mamba, recipe_for,
-                                   text_mamba, text_splits)
+from iclr25.ssm.pretrained import (MANIFEST, RECIPE, SEEDS, checkpoint_path, context_nll, heldout_segments,
+                                   make_text_mamba, ngram_stream, recipe_for, strided, text_mamba, text_splits)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -70,3 +70,49 @@ def test_missing_checkpoint_names_the_script(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setattr(pretrained, "CHECKPOINT", tmp_path / "absent.pt")
     with pytest.raises(FileNotFoundError, match="python -m iclr25.ssm.pretrained"):
         text_mamba()
+
+
+def test_heldout_segments_cut_the_stream_into_consecutive_segments() -> None:
+    ids = torch.arange(1000) % 251
+    x, y = heldout_segments(ids, block=8, burn_in=4)                 # 83 segments of 12 bytes
+    assert x.shape == (83, 12) and torch.equal(x[3], ids[36:48]) and torch.equal(y[3], ids[37:49])
+    with pytest.raises(ValueError):
+        heldout_segments(ids[:12], block=8, burn_in=4)
+
+
+def test_strided_spreads_the_picks() -> None:
+    assert strided(10, None).tolist() == list(range(10)) and strided(5, 9).tolist() == list(range(5))
+    idx = strided(182, 64)
+    assert len(set(idx.tolist())) == 64 and idx[0] == 0 and idx[-1] >= 178
+
+
+class _Unigram(torch.nn.Module):
+    """Logits that depend on the current token only, with the first two positions blanked, so that
+    scoring from the burn-in on differs from scoring every position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(16, 16, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.table[x].clone()
+        out[:, :2] = 0.0
+        return out
+
+
+def test_context_nll_scores_only_the_last_block() -> None:
+    m = _Unigram()
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randint(0, 16, (5, 6), generator=g), torch.randint(0, 16, (5, 6), generator=g)
+    want = torch.nn.functional.cross_entropy(m(x)[:, -4:].reshape(-1, 16), y[:, -4:].reshape(-1))
+    assert abs(context_nll(m, x, y, block=4, batch_size=2) - float(want)) < 1e-6
+    every = torch.nn.functional.cross_entropy(m(x).reshape(-1, 16), y.reshape(-1))
+    assert abs(float(every) - float(want)) > 1e-3
+
+
+def test_ngram_stream_flags_the_scored_targets() -> None:
+    ids = torch.randint(0, 256, (400,), generator=torch.Generator().manual_seed(2))
+    x, y = heldout_segments(ids, block=8, burn_in=4)
+    stream, flags = ngram_stream(x[::2], y[::2], block=8)
+    assert len(flags) == len(stream) - 1 and int(flags.sum()) == 8 * len(x[::2])
+    assert torch.equal(stream[1:][flags], y[::2, -8:].reshape(-1))

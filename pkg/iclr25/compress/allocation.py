@@ -81,6 +81,18 @@ SOLVERS: dict[str, Solver] = {
 """C_4^n solvers by name. ``n = 0`` is never passed to them (the layer stays dense)."""
 
 
+def pattern_solver(solver: str, pattern: str) -> Solver:
+    """``solver`` (``"wanda+ls"`` or ``"sparsegpt"``) with another semi-structured pattern, e.g.
+    ``"3:8"`` (3 zeros in every 8 consecutive inputs), in place of C_4^n: a baseline that meets a
+    between-level sparsity (37.5 %, 62.5 %) with one pattern in every layer. The ``n`` it is called
+    with only says that the layer is pruned."""
+    if solver == "wanda+ls":
+        return lambda W, X, n: compensate(W, input_hessian(X).to(W.device), wanda_mask(W, X, None, pattern))
+    if solver == "sparsegpt":
+        return lambda W, X, n: sparsegpt_prune(W, input_hessian(X).to(W.device), None, pattern)[0]
+    raise ValueError(f"no {pattern} variant of solver {solver!r}")
+
+
 def solve(solver: str | Solver, W: Tensor, X: Tensor, n: int) -> Tensor:
     """``W`` pruned with C_4^n by ``solver`` (a name in :data:`SOLVERS` or a callable); ``n = 0``
     returns ``W`` unchanged."""

@@ -28,10 +28,12 @@ def _keys(ids: np.ndarray, k: int, pos: np.ndarray, vocab: int) -> np.ndarray:
 
 
 def witten_bell_bits(train: Iterable[int], stream: Iterable[int], orders: Iterable[int],
-                     vocab: int = 256) -> dict[int, float]:
+                     vocab: int = 256, scored: Iterable[bool] | None = None) -> dict[int, float]:
     """Bits per token of interpolated Witten-Bell models of each order in ``orders`` (1 = unigram),
     trained on ``train`` and evaluated on ``stream[1:]``, each token predicted from up to ``k - 1``
-    preceding tokens of ``stream`` (fewer at its start). ``vocab ** max(orders)`` must fit in int64."""
+    preceding tokens of ``stream`` (fewer at its start). With ``scored`` (one flag per token of
+    ``stream[1:]``), only the flagged tokens are averaged; the others are context only.
+    ``vocab ** max(orders)`` must fit in int64."""
     t = np.asarray(train, dtype=np.int64)
     e = np.asarray(stream, dtype=np.int64)
     orders = sorted(set(int(k) for k in orders))
@@ -39,6 +41,9 @@ def witten_bell_bits(train: Iterable[int], stream: Iterable[int], orders: Iterab
     if top < 1 or float(vocab) ** top >= 2.0 ** 63:
         raise ValueError(f"orders must lie in 1..{int(63 / np.log2(vocab))} for vocab {vocab}")
     tgt = np.arange(1, len(e))
+    keep = np.ones(len(tgt), dtype=bool) if scored is None else np.asarray(scored, dtype=bool)
+    if keep.shape != tgt.shape or not keep.any():
+        raise ValueError(f"scored needs {len(tgt)} flags, at least one of them set")
     p = np.full(len(tgt), 1.0 / vocab)
     out = {}
     for k in range(1, top + 1):
@@ -55,5 +60,5 @@ def witten_bell_bits(train: Iterable[int], stream: Iterable[int], orders: Iterab
         prev = p[ok]
         p[ok] = np.where(seen, (c_hw + types * prev) / np.maximum(c_h + types, 1), prev)
         if k in orders:
-            out[k] = float(-np.log2(p).mean())
+            out[k] = float(-np.log2(p[keep]).mean())
     return out

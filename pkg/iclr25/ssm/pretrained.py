@@ -68,6 +68,51 @@ def text_splits(val_fraction: float = RECIPE["val_fraction"]) -> tuple[torch.Ten
     return split_ids(encode_bytes(pydoc_text()), val_fraction)
 
 
+def heldout_segments(ids: torch.Tensor, block: int = RECIPE["block"], burn_in: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stream ``ids`` cut into consecutive segments of ``burn_in + block`` inputs and their
+    next-byte targets, ``(x, y)`` of shape (n, burn_in + block). :func:`context_nll` scores each
+    segment on its last ``block`` targets only: the first ``burn_in`` bytes give the model context,
+    so the score is not a window-start score (a count model sees context at every byte)."""
+    seg = burn_in + block
+    n = (len(ids) - 1) // seg
+    if n < 1:
+        raise ValueError(f"the stream has {len(ids)} tokens, fewer than burn_in + block + 1 = {seg + 1}")
+    return ids[: n * seg].view(n, seg), ids[1: n * seg + 1].view(n, seg)
+
+
+def strided(n_total: int, n_pick: int | None) -> torch.Tensor:
+    """``n_pick`` indices spread evenly over ``range(n_total)`` (all of them for ``None``)."""
+    if n_pick is None or n_pick >= n_total:
+        return torch.arange(n_total)
+    return torch.div(torch.arange(n_pick) * n_total, n_pick, rounding_mode="floor")
+
+
+@torch.no_grad()
+def context_nll(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, block: int = RECIPE["block"],
+                batch_size: int = 64) -> float:
+    """Mean next-byte loss (nats) of ``model`` on the last ``block`` targets of each row of
+    (``x``, ``y``); the earlier positions are context only (see :func:`heldout_segments`)."""
+    dev = next(model.parameters()).device
+    total, count = 0.0, 0
+    for i in range(0, len(x), batch_size):
+        xb, yb = x[i:i + batch_size].to(dev), y[i:i + batch_size, -block:].to(dev)
+        logits = model(xb)[:, -block:]
+        total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), yb.reshape(-1),
+                                 reduction="sum").item()
+        count += yb.numel()
+    return total / count
+
+
+def ngram_stream(x: torch.Tensor, y: torch.Tensor, block: int = RECIPE["block"]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The segments (``x``, ``y``) as one byte stream for a count model, and one flag per token of
+    ``stream[1:]`` marking the tokens :func:`context_nll` scores (the last ``block`` of each
+    segment): each segment contributes its inputs and its last target."""
+    pieces = torch.cat([x, y[:, -1:]], dim=1)                     # (n, L + 1): segment i's bytes
+    width = pieces.shape[1]
+    flags = torch.arange(1, pieces.numel()) % width >= width - block
+    return pieces.reshape(-1), flags
+
+
 def train_byte_lm(model: torch.nn.Module, train_ids: torch.Tensor, steps: int, batch_size: int,
                   block: int, lr: float, warmup: int, weight_decay: float, seed: int,
                   stop_after: int | None = None, val_ids: torch.Tensor | None = None,
