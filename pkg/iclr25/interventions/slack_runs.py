@@ -20,7 +20,8 @@ no longer makes the edit. Two questions its records cannot answer, both fixed in
 
 ``python -m iclr25.interventions.slack_runs slack`` writes ``results/edit-ft-slack.json`` (the tuning table, the
 chosen setting, the sweep seeds' rows), ``... slack_runs extra [n]`` then ``results/edit-ft-extra.json`` (the extra
-seeds, FT and the recorded FT slack setting; ``n`` of them); each holds the recipe, code fingerprints and a sha256
+seeds, FT and the recorded FT slack setting; ``n`` of them, the record rewritten every 10 seeds so that a run
+stopped for time leaves the seeds it finished); each holds the recipe, code fingerprints and a sha256
 (:func:`iclr25.common.digest.record_sha256`).
 """
 
@@ -187,13 +188,14 @@ def main(what: str = "slack", n_extra: int = N_EXTRA) -> None:
     elif what == "extra":
         choice = load_runs()["recipe"]["choice"]
         extra = RECIPE["extra_seeds"][:n_extra]
-        for s in progress(extra, desc="FT edit first, extra seeds"):
+        for i, s in enumerate(progress(extra, desc="FT edit first, extra seeds")):
             rows += pipeline_rows(base, world, s, "FT", RECIPE["ft"], pr, ("edit first",), pool, pool_margin)
             rows += pipeline_rows(base, world, s, "FT slack", choice, pr, ("edit first",), pool, pool_margin,
                                   with_only=False)
             print(f"extra seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
-        write(EXTRA_FILE, {"recipe": {**RECIPE, "extra_seeds": extra, "choice": choice, **meta}, "rows": rows,
-                           "cpu_s": round(time.process_time() - t0, 1)})
+            if (i + 1) % 10 == 0 or i + 1 == len(extra):   # every 10 seeds: a record of the seeds done so far
+                write(EXTRA_FILE, {"recipe": {**RECIPE, "extra_seeds": extra[:i + 1], "choice": choice, **meta},
+                                   "rows": rows, "cpu_s": round(time.process_time() - t0, 1)})
     else:
         raise ValueError(f"unknown part {what!r} (slack, extra)")
 
