@@ -20,7 +20,7 @@ no longer makes the edit. Two questions its records cannot answer, both fixed in
 
 ``python -m iclr25.interventions.slack_runs slack`` writes ``results/edit-ft-slack.json`` (the tuning table, the
 chosen setting, the sweep seeds' rows), ``... slack_runs extra [n]`` then ``results/edit-ft-extra.json`` (the extra
-seeds, FT and the recorded FT slack setting; ``n`` of them, the record rewritten every 10 seeds so that a run
+seeds, FT and the recorded FT slack setting; ``n`` of them; first the tuning of :data:`EDGE_GRID`, the record rewritten every 10 seeds so that a run
 stopped for time leaves the seeds it finished); each holds the recipe, code fingerprints and a sha256
 (:func:`iclr25.common.digest.record_sha256`).
 """
@@ -57,6 +57,10 @@ BOXES = (0.05,)         # dense FT at lr 5e-3, 160 steps beyond the records' 0.0
 # fixed before the run
 GRID = [dict(layer=0, lr=lr, box=b, steps=st) for lr in (5e-4, 1e-3, 5e-3) for b in (0.03, 0.04, 0.05, 0.07)
         for st in (80, 160, 320)]
+# one step beyond the grid's edge at the smallest learning rate and the most steps (where the slack choice sat),
+# fixed before it runs; recorded beside the extra seeds, it says whether the choice is the optimum one step out
+EDGE_GRID = [dict(layer=0, lr=lr, box=b, steps=st) for lr, st in ((2.5e-4, 320), (2.5e-4, 640), (5e-4, 640))
+             for b in (0.04, 0.05)]
 RECIPE = {"star": CTRL_RECIPE["star"], "grid": GRID, "slack": SLACK, "rel_cap": REL_CAP, "tune_seed": TUNE_SEED,
           "ft": SWEEP_RECIPE["edit_choice"]["FT"], "pruners": list(PRUNERS), "boxes": list(BOXES),
           "seeds": list(range(N_SEEDS)), "extra_seeds": list(range(N_SEEDS, N_SEEDS + N_EXTRA))}
@@ -188,14 +192,17 @@ def main(what: str = "slack", n_extra: int = N_EXTRA) -> None:
     elif what == "extra":
         choice = load_runs()["recipe"]["choice"]
         extra = RECIPE["extra_seeds"][:n_extra]
+        _, edge = tune(base, world, EDGE_GRID)
+        print(f"edge grid: best {max(edge, key=slack_key)['hp']} ({time.process_time() - t0:.0f} cpu s)", flush=True)
         for i, s in enumerate(progress(extra, desc="FT edit first, extra seeds")):
             rows += pipeline_rows(base, world, s, "FT", RECIPE["ft"], pr, ("edit first",), pool, pool_margin)
             rows += pipeline_rows(base, world, s, "FT slack", choice, pr, ("edit first",), pool, pool_margin,
                                   with_only=False)
             print(f"extra seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
             if (i + 1) % 10 == 0 or i + 1 == len(extra):   # every 10 seeds: a record of the seeds done so far
-                write(EXTRA_FILE, {"recipe": {**RECIPE, "extra_seeds": extra[:i + 1], "choice": choice, **meta},
-                                   "rows": rows, "cpu_s": round(time.process_time() - t0, 1)})
+                write(EXTRA_FILE, {"recipe": {**RECIPE, "extra_seeds": extra[:i + 1], "choice": choice, "edge_grid": EDGE_GRID,
+                                              **meta}, "edge_tuning": edge, "rows": rows,
+                                   "cpu_s": round(time.process_time() - t0, 1)})
     else:
         raise ValueError(f"unknown part {what!r} (slack, extra)")
 
