@@ -82,3 +82,39 @@ def test_bdpl_official_update_spends_its_budget_and_stays_on_the_simplex():
     assert torch.all(p >= 0) and torch.allclose(p.sum(-1), torch.ones(p.shape[0], dtype=p.dtype))
     assert all(0 <= share <= 1 for _, share in log) and log[0][0] < torch.log(torch.tensor(float(cands.numel())))
     assert all(q.grad is None for q in lm.parameters())
+
+
+def test_room10_tie_rule_favours_neither_set_and_reading():
+    from iclr25.blackbox import zo_pog_room10 as r10
+    run = {"BBT_tokens": [90.0, 91.0], "random": [90.0, 95.0], "BBT": 92.0}   # a dev tie: the mean of 91 and 95
+    assert r10.room_fair(run) == (1.0, 4.0)
+    assert r10.room_fair(dict(run, random=[91.0, 95.0])) == (3.0, 4.0)
+    room = {str(s): dict(run, random=[95.0, 95.0 + 0.1 * s], BBT=91.0) for s in range(10)}
+    assert r10.read(room)["reading"] == "room"
+    none = {str(s): dict(run, random=[95.0, 91.0 + 0.1 * (s % 2)], BBT=91.0) for s in range(10)}   # (b) ~0
+    assert r10.read(none)["reading"] == "no room"
+    wide = {str(s): dict(run, random=[95.0, 91.0 + 6 * (s % 2)], BBT=91.0) for s in range(4)}      # (b) 0 or 6, 4 seeds
+    assert r10.read(wide)["reading"] == "undecided"
+
+
+def test_room10_record_is_current():
+    from iclr25.blackbox import zo_pog_room10 as r10
+    rec = r10.load()
+    assert rec["code_sha256"] == r10.code_sha256(), "re-run python -m iclr25.blackbox.zo_pog_room10"
+    assert set(rec["runs"]) == {str(s) for s in r10.SEEDS} and not set(r10.SEEDS) & set(zr.PILOT_SEEDS)
+    assert not set(r10.SEEDS) & (set(zb.EVAL_SEEDS_B) | set(zb.TUNE_SEEDS_B) | set(study.EVAL_SEEDS))
+    assert r10.read(rec["runs"]) == rec["reading"]
+
+
+def test_uniform_control_is_current_and_keeps_zo_pogs_queries_and_draws():
+    from iclr25.blackbox import zo_pog_uniform as zu
+    rec, ext, bud = zu.load(), z2.load_ext(), zb.load()
+    assert rec["code_sha256"] == zu.code_sha256(), "re-run python -m iclr25.blackbox.zo_pog_uniform"
+    assert rec["ext_record_sha256"] == ext["sha256"] and rec["budget_record_sha256"] == bud["sha256"]
+    assert rec["cells"]["1000"] == [0.0, ext["chosen"]["ZO-PoG"][1]] and rec["cells"]["300"] == [0.0, bud["chosen"]["ZO-PoG"][1]]
+    for q, seeds in (("1000", z2.SEEDS_BIG), ("300", zb.EVAL_SEEDS_B)):
+        runs = rec["runs"][q]
+        assert set(runs) == {str(s) for s in seeds}
+        assert all(o["queries"] == int(q) and not o["leak"] for o in runs.values())
+    zo = ext["runs"]["ZO-PoG"] if "ZO-PoG" in ext["runs"] else z2.load_big()["runs"]["ZO-PoG"]
+    assert all(rec["runs"]["1000"][s]["n_dev_evals"] == zo[s]["n_dev_evals"] for s in zo)   # same dev evaluations

@@ -138,7 +138,10 @@ def test_untouched_rows_gate_on_the_learners_bar():
     assert [V.u_row_verdict(u, r)[0] for r in V.U_ROWS] == [True, True, True]
     u2 = V.untouched(runs, seeds, rand_dev, {str(s): [93.0] * 64 for s in seeds}, k, {"z": True})
     assert not u2["learns"][V.NC]
-    assert [V.u_row_verdict(u2, r)[0] for r in V.U_ROWS] == [None, True, None]
+    assert not u2["learns"]["BDPL"]
+    assert [V.u_row_verdict(u2, r)[0] for r in V.U_ROWS] == [True, True, None]   # BDPL's failed bar: a caveat
+    assert "what z adds" in V.u_caveat(u2, V.U_ROWS[0]) and V.u_caveat(u, V.U_ROWS[0]) is None
+    assert V.u_caveat(u2, V.U_ROWS[2]) is None
     lose = {m: {s: dict(r, draw=r["draw"] - 6.0 if m == "ZO-PoG" else r["draw"]) for s, r in rs.items()}
             for m, rs in runs.items()}
     for m in lose:
