@@ -217,7 +217,7 @@ def test_zoo_subset_retrains_exactly_and_fit_fixed_epochs():
     assert np.allclose(sel.val_tau[:, 0], sel.val_curve[:, 0, -1])
 
 
-def test_head_sum_construction_and_per_head_norms():
+def test_head_sum_construction_and_batch_head_invariance():
     spec = BlockSpec(h=2, D=6, Dk=3, Dv=3, Da=5)
     w = random_weights(spec, generator=gen(3), dtype=torch.float64)
     w2 = exchange_head_columns(w)

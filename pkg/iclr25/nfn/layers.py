@@ -193,13 +193,3 @@ class TransformerNFN(nn.Module):
                 U = masked_relu(layer(U))
             feats.append(self.invariant[l](U))
         return self.head(torch.cat(feats, -1)).squeeze(-1)
-
-
-def per_head_norms(W: Features) -> torch.Tensor:
-    """``(batch, 2)``: ``sum_i |QK_i|_F`` and ``sum_i |VO_i|_F`` of one block's weights
-    ``{key: (batch, *shape)}``. Invariant under the group (a head permutation reorders the terms,
-    ``GL`` leaves each product's norm unchanged and ``P_O`` permutes columns of ``VO_i``), but not a
-    function of the head sums ``sum_i QK_i``, ``sum_i VO_i``, which are all that the equivariant
-    layers pass on from the attention slots."""
-    qk, vo = head_products(W)
-    return torch.stack([qk.pow(2).sum((-1, -2)).sqrt().sum(-1), vo.pow(2).sum((-1, -2)).sqrt().sum(-1)], -1)
