@@ -408,3 +408,18 @@ def test_committed_zoo_matches_its_record():
     assert cfg == ZOO and z["params"]["enc0.WQ"].dtype == torch.float16
     assert z["accuracy"].shape == (2, cfg.n_runs) and len(z["meta"]["accuracy"][str(cfg.steps)]) == cfg.n_runs
     assert np.allclose(z["meta"]["accuracy"][str(cfg.steps)], z["accuracy"][-1].numpy(), atol=1e-4)
+
+
+def test_study_neural_averages_tuning_seeds():
+    from iclr25.nfn.study import fold_indices, make_mlp, study_neural
+    torch.manual_seed(0)
+    X = torch.randn(20, 3)
+    acc = (torch.sigmoid(X[:, 0]) + 0.1 * torch.randn(20)).clamp(0, 1).numpy().astype(np.float64)
+    idx = fold_indices(20, 5, 0)
+    out = study_neural(make_mlp(X, 4), X, acc, idx, [1e-3, 1e-1], 3, [7], [0, 4, 5])
+    curves = np.array(out["lr_curves"])
+    assert curves.shape == (3, 2) and out["tune_seeds"] == [0, 4, 5]
+    assert np.allclose(out["lr_curve"], curves.mean(0), atol=2e-4)          # rounded to 4 decimals
+    assert out["k"] == int(np.argmax(curves.mean(0))) and out["lr"] == [1e-3, 1e-1][out["k"]]
+    assert not np.allclose(curves[0], curves[1])                             # the seeds differ
+    assert np.array(out["pred"]).shape == (1, 20) and "gain_double" in out

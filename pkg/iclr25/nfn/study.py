@@ -6,13 +6,14 @@ Everything is fixed in :data:`PROTOCOL` before any run (the evaluation is pre-re
   zero fingerprint (more than ``zero_share`` of the encoder weights exactly 0, where the trainer
   replaced non-finite entries), cut to a multiple of the fold count;
 - 5-fold cross-fitting by run (test fold ``f``, validation fold ``f + 1``, training the rest);
-- per neural method one learning rate from its grid, chosen on the mean validation tau over the
-  folds with the *tuning* seed; the plateau is checked upward with the tuning seed at the chosen
-  rate: twice the epochs (with its own schedule) may gain at most ``plateau`` in mean validation tau;
+- per neural method one learning rate from its grid, chosen on the validation tau averaged over the
+  folds and over the *tuning* seeds (``tune_seeds``: 3 seeds apart from the evaluation seeds); the
+  plateau is checked upward with the first tuning seed at the chosen rate: twice the epochs (with its
+  own schedule) may gain at most ``plateau`` in mean validation tau over that seed's own value;
 - the test predictions come from separate *evaluation* seeds (new initialisation and batch order);
 - the trees (sized like the official XGBoost/LightGBM runs: depth 8, up to 300 rounds, feature
-  subsampling) choose their number of rounds on the mean validation tau with the tuning seed and are
-  refit with an evaluation seed;
+  subsampling) choose their number of rounds on the validation tau averaged over the folds and the
+  tuning seeds and are refit with an evaluation seed;
 - a paper row is decided by :func:`iclr25.nfn.metrics.seed_pooled_difference`
   (:func:`paper_verdict`).
 
@@ -44,7 +45,7 @@ PATH = Path(__file__).parent / "weights" / "study.json"
 RERUN = "python -m iclr25.nfn.study"
 SPEC = BlockSpec(h=2, D=16, Dk=8, Dv=8, Da=32)
 PROTOCOL: dict[str, Any] = {
-    "seed": 0, "n_folds": 5, "zero_share": 1e-3, "tune_seed": 0, "eval_seeds": [1, 2, 3],
+    "seed": 0, "n_folds": 5, "zero_share": 1e-3, "tune_seed": 0, "tune_seeds": [0, 4, 5], "eval_seeds": [1, 2, 3],
     "nfn": {"channels": [10], "hidden": 16, "epochs": 20, "grid": [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]},
     "mlp": {"hidden": 32, "epochs": 80, "grid": [1e-3, 3e-3, 1e-2, 3e-2]},
     "statnn": {"hidden": 32, "epochs": 60, "grid": [1e-3, 3e-3, 1e-2, 3e-2, 1e-1]},
@@ -94,16 +95,21 @@ def train_predictor(make: Callable[[np.ndarray], torch.nn.Module], X: Any, acc: 
 
 def study_neural(make: Callable[[np.ndarray], torch.nn.Module], X: Any, acc: np.ndarray,
                  idx: dict[str, np.ndarray], grid: list[float], epochs: int, eval_seeds: list[int],
-                 tune_seed: int, plateau_check: bool = True) -> dict[str, Any]:
-    """Tune the learning rate with ``tune_seed`` (mean validation tau over the folds), check the
-    plateau at twice the epochs, then train every evaluation seed at the chosen rate.
+                 tune_seeds: list[int], plateau_check: bool = True) -> dict[str, Any]:
+    """Tune the learning rate on the validation tau averaged over the folds and over ``tune_seeds``
+    (``lr_curve``; ``lr_curves`` holds each seed's fold mean), check the plateau at twice the epochs
+    with the first tuning seed (gain over that seed's own value at the chosen rate), then train every
+    evaluation seed at the chosen rate.
     Returns the record entry; ``pred`` is ``(seeds, n)`` in the order of ``idx["test"].reshape(-1)``."""
     t = time.process_time()
-    k, curve, _ = select_mean(train_predictor(make, X, acc, idx, grid, epochs, tune_seed))
-    out: dict[str, Any] = {"grid": grid, "lr_curve": curve.round(4).tolist(), "k": k, "lr": grid[k], "epochs": epochs}
+    curves = np.stack([select_mean(train_predictor(make, X, acc, idx, grid, epochs, s))[1] for s in tune_seeds])
+    curve = curves.mean(0)
+    k = int(np.argmax(curve))
+    out: dict[str, Any] = {"grid": grid, "lr_curve": curve.round(4).tolist(), "lr_curves": curves.round(4).tolist(),
+                           "tune_seeds": list(tune_seeds), "k": k, "lr": grid[k], "epochs": epochs}
     if plateau_check:       # what twice the epochs (own warm-up and cosine decay) gain over the budget
-        sel = train_predictor(make, X, acc, idx, [grid[k]], 2 * epochs, tune_seed)
-        out["gain_double"] = round(float(np.mean(sel.val_tau[:, 0]) - curve[k]), 4)
+        sel = train_predictor(make, X, acc, idx, [grid[k]], 2 * epochs, tune_seeds[0])
+        out["gain_double"] = round(float(np.mean(sel.val_tau[:, 0]) - curves[0, k]), 4)
     preds, val = [], []
     for s in eval_seeds:
         sel = train_predictor(make, X, acc, idx, [grid[k]], epochs, s)
@@ -114,10 +120,11 @@ def study_neural(make: Callable[[np.ndarray], torch.nn.Module], X: Any, acc: np.
 
 
 def study_gbm(X: np.ndarray, acc: np.ndarray, idx: dict[str, np.ndarray], cfg: dict[str, Any],
-              eval_seed: int, tune_seed: int) -> dict[str, Any]:
+              eval_seed: int, tune_seeds: list[int]) -> dict[str, Any]:
     """Histogram gradient boosting sized like the official trees: the number of rounds (up to
-    ``max_iter``) with the best mean validation tau over the folds under ``tune_seed``, then one
-    refit per fold at that many rounds under ``eval_seed``."""
+    ``max_iter``) with the best validation tau averaged over the folds and over ``tune_seeds``
+    (the seed draws the features of each split), then one refit per fold at that many rounds under
+    ``eval_seed``."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     t = time.process_time()
@@ -125,17 +132,18 @@ def study_gbm(X: np.ndarray, acc: np.ndarray, idx: dict[str, np.ndarray], cfg: d
         max_iter=n, learning_rate=cfg["learning_rate"], max_depth=cfg["max_depth"],
         min_samples_leaf=cfg["min_samples_leaf"], max_bins=cfg["max_bins"], max_features=cfg["max_features"],
         early_stopping=False, random_state=rs)
-    curves = []
-    for f in range(idx["test"].shape[0]):
-        m = make(cfg["max_iter"], tune_seed).fit(X[idx["train"][f]], acc[idx["train"][f]])
-        curves.append([kendall_tau(p, acc[idx["val"][f]]) for p in m.staged_predict(X[idx["val"][f]])])
+    curves = []                                   # (tuning seed, fold) rows, one value per round
+    for s in tune_seeds:
+        for f in range(idx["test"].shape[0]):
+            m = make(cfg["max_iter"], s).fit(X[idx["train"][f]], acc[idx["train"][f]])
+            curves.append([kendall_tau(p, acc[idx["val"][f]]) for p in m.staged_predict(X[idx["val"][f]])])
     curve = np.nanmean(np.array(curves), 0)
     n_best = int(np.nanargmax(curve)) + 1
     pred = [make(n_best, eval_seed).fit(X[idx["train"][f]], acc[idx["train"][f]]).predict(X[idx["test"][f]])
             for f in range(idx["test"].shape[0])]
     return {"rounds": n_best, "max_iter": cfg["max_iter"], "val_at_rounds": round(float(curve[n_best - 1]), 4),
             "val_at_max": round(float(curve[-1]), 4), "pred": [np.concatenate(pred).round(5).tolist()],
-            "eval_seeds": [eval_seed], "cpu_s": round(time.process_time() - t, 1)}
+            "eval_seeds": [eval_seed], "tune_seeds": list(tune_seeds), "cpu_s": round(time.process_time() - t, 1)}
 
 
 def make_nfn(W: dict[str, torch.Tensor], channels: list[int], hidden: int, head: str = "layernorm"):
@@ -217,38 +225,38 @@ def main(only: list[str] | None = None) -> None:
     acc = zoo["accuracy"][-1].numpy().astype(np.float64)[runs]
     idx = fold_indices(len(runs), P["n_folds"], P["seed"])
     order = idx["test"].reshape(-1)
-    ts, es = P["tune_seed"], P["eval_seeds"]
+    tss, es = P["tune_seeds"], P["eval_seeds"]
     n, m, st, c = P["nfn"], P["mlp"], P["statnn"], P["controls"]
     X_flat, X_stat = flatten_weights(W), stat_features(W)
     W_mlp_slots = {k: (torch.zeros_like(v) if k in ("WQ", "WK", "WV", "WO") else v) for k, v in W.items()}
     jobs = {
         "Transformer-NFN": lambda: study_neural(make_nfn(W, n["channels"], n["hidden"]), W, acc, idx, n["grid"],
-                                                n["epochs"], es, ts),
+                                                n["epochs"], es, tss),
         "MLP (flat weights)": lambda: study_neural(make_mlp(X_flat, m["hidden"]), X_flat, acc, idx, m["grid"],
-                                                   m["epochs"], es, ts),
+                                                   m["epochs"], es, tss),
         "STATNN": lambda: study_neural(make_mlp(X_stat, st["hidden"]), X_stat, acc, idx, st["grid"],
-                                       st["epochs"], es, ts),
-        "GBM (flat weights)": lambda: study_gbm(X_flat.numpy(), acc, idx, P["gbm"], es[0], ts),
+                                       st["epochs"], es, tss),
+        "GBM (flat weights)": lambda: study_gbm(X_flat.numpy(), acc, idx, P["gbm"], es[0], tss),
         "GBM on the NFN's pooled invariants": lambda: study_gbm(
             torch.cat([invariant_features({k: v[:, l, None] for k, v in W.items()}) for l in range(2)], -1).numpy(),
-            acc, idx, P["gbm"], es[0], ts),
+            acc, idx, P["gbm"], es[0], tss),
         "Transformer-NFN, batch-standardised head": lambda: study_neural(
             make_nfn(W, n["channels"], n["hidden"], head="batch"), W, acc, idx, c["nfn_batch_grid"], n["epochs"],
-            es[:1], ts),
+            es[:1], tss),
+        # one-point grids at the NFN's chosen rate: nothing to choose, so one tuning seed for the validation tau
+        "Transformer-NFN, MLP slots only": lambda: study_neural(
+            make_nfn(W_mlp_slots, n["channels"], n["hidden"]), W_mlp_slots, acc, idx,
+            [methods["Transformer-NFN"]["lr"]], n["epochs"], es[:1], tss[:1], plateau_check=False),
+        "Transformer-NFN 1x32": lambda: study_neural(
+            make_nfn(W, c["nfn_wide_channels"], n["hidden"]), W, acc, idx, [methods["Transformer-NFN"]["lr"]],
+            n["epochs"], es[:1], tss[:1], plateau_check=False),
     }
     old = load_study() if only else None
     methods: dict[str, Any] = dict(old["methods"]) if old else {}
     todo = [k for k in jobs if not only or k in only]
-    bar = tqdm(total=len(todo) + (0 if only else 2), desc="study")
+    bar = tqdm(total=len(todo), desc="study")
     for name in todo:
         methods[name] = jobs[name]()
-        print(name, {k: v for k, v in methods[name].items() if k != "pred"}, flush=True)
-        bar.update()
-    lr_nfn = methods["Transformer-NFN"]["lr"]
-    for name, make, X in ([] if only else [
-            ("Transformer-NFN, MLP slots only", make_nfn(W_mlp_slots, n["channels"], n["hidden"]), W_mlp_slots),
-            ("Transformer-NFN 1x32", make_nfn(W, c["nfn_wide_channels"], n["hidden"]), W)]):
-        methods[name] = study_neural(make, X, acc, idx, [lr_nfn], n["epochs"], es[:1], ts, plateau_check=False)
         print(name, {k: v for k, v in methods[name].items() if k != "pred"}, flush=True)
         bar.update()
     bar.close()
