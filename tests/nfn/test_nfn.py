@@ -12,7 +12,7 @@ from iclr25.nfn import (KEYS, BlockSpec, FlatWeightsMLP, MLPRegressor, Transform
                         flatten_weights, head_products, identity_element, kendall_tau, masked_relu,
                         norm_features, paired_bootstrap_tau, product_stat_features, products_match,
                         random_group_element, random_weights, recover_gl, stat_features, train_zoo,
-                        group_augment, exchange_head_columns, per_head_norms, permute_stream, tau_difference,
+                        group_augment, exchange_head_columns, permute_stream, tau_difference,
                         zoo_forward)
 
 SPEC = BlockSpec(h=3, D=6, Dk=4, Dv=5, Da=7)
@@ -217,7 +217,7 @@ def test_zoo_subset_retrains_exactly_and_fit_fixed_epochs():
     assert np.allclose(sel.val_tau[:, 0], sel.val_curve[:, 0, -1])
 
 
-def test_head_sum_construction_and_per_head_norms():
+def test_head_sum_construction_and_batch_head_invariance():
     spec = BlockSpec(h=2, D=6, Dk=3, Dv=3, Da=5)
     w = random_weights(spec, generator=gen(3), dtype=torch.float64)
     w2 = exchange_head_columns(w)
@@ -230,27 +230,84 @@ def test_head_sum_construction_and_per_head_norms():
     torch.manual_seed(0)
     model = TransformerNFN(spec, 1, channels=(3, 3)).double()
     assert (model(one(w)) - model(one(w2))).abs().max() < 1e-12           # the NFN sees head sums only
-    assert (per_head_norms(w) - per_head_norms(w2)).abs().max() > 1e-3
-    g = random_group_element(spec, generator=gen(5))
-    assert (per_head_norms(apply_group_action(w, g)) - per_head_norms(w)).abs().max() < 1e-10
+    assert (product_stat_features(one(w)) - product_stat_features(one(w2))).abs().max() > 1e-3
     W = random_weights(spec, 4, 1, generator=gen(6), dtype=torch.float64)
     gW = apply_group_action(W, random_group_element(spec, 4, 1, generator=gen(7)))
-    for variant in (TransformerNFN(spec, 1, channels=(3,), head_norms=True).double(),
-                    TransformerNFN(spec, 1, channels=(3,), head_layernorm=False).double()):
-        assert (variant(W) - variant(gW)).abs().max() < 1e-10
-        assert variant(W).std() > 1e-6
+    variant = TransformerNFN(spec, 1, channels=(3,), head="batch").double()
+    assert (variant(W) - variant(gW)).abs().max() < 1e-10
+    assert variant(W).std() > 1e-6
+    with pytest.raises(ValueError):
+        TransformerNFN(spec, 1, head="none")
 
 
-def test_nfn_without_layernorm_keeps_feature_scale():
-    """With the head's LayerNorm, scaling every invariant feature of a model by c does not change
-    the LayerNorm's output; without it, the head sees the scale."""
+def test_batch_head_keeps_feature_scale():
+    """With the head's LayerNorm, scaling every invariant feature of one model by c does not change
+    that model's normalised features; with the batch standardisation it does (the scale is judged
+    against the other models of the batch)."""
     spec = BlockSpec(h=2, D=6, Dk=3, Dv=3, Da=5)
     torch.manual_seed(0)
-    with_ln, without = (TransformerNFN(spec, 1, channels=(3,), head_layernorm=b).double() for b in (True, False))
-    assert isinstance(with_ln.head[0], torch.nn.LayerNorm) and isinstance(without.head[0], torch.nn.Identity)
-    z = 10 * torch.randn(4, 3, dtype=torch.float64)                 # LayerNorm's eps is negligible at this scale
-    assert torch.allclose(with_ln.head[0](z), with_ln.head[0](3 * z), atol=1e-5)
-    assert not torch.allclose(without.head(z), without.head(3 * z))
+    with_ln, batch = (TransformerNFN(spec, 1, channels=(3,), head=h).double() for h in ("layernorm", "batch"))
+    assert isinstance(with_ln.head[0], torch.nn.LayerNorm) and isinstance(batch.head[0], torch.nn.BatchNorm1d)
+    z = 10 * torch.randn(6, 3, dtype=torch.float64)                 # LayerNorm's eps is negligible at this scale
+    z3 = torch.cat([3 * z[:1], z[1:]])                              # model 0's features scaled by 3
+    assert torch.allclose(with_ln.head[0](z)[0], with_ln.head[0](z3)[0], atol=1e-5)
+    assert not torch.allclose(batch.head[0](z)[0], batch.head[0](z3)[0], atol=1e-3)
+
+
+def test_slot_scales_are_robust_to_one_outlier_run():
+    """The slot scale is the median of the per-run rms: one run scaled by 300 moves it by < 10 %,
+    while a pooled rms would move by far more."""
+    spec = BlockSpec(h=2, D=6, Dk=3, Dv=3, Da=5)
+    W = random_weights(spec, 40, 2, generator=gen(20))
+    model = TransformerNFN(spec, 2, channels=(3,)).double()
+    model.set_scales(W)
+    base = model.scales.clone()
+    bad = {k: v.clone() for k, v in W.items()}
+    for k in KEYS:
+        bad[k][7] *= 300.0
+    model.set_scales(bad)
+    assert ((model.scales / base - 1).abs() < 0.1).all()
+    pooled = lambda x: x.pow(2).mean().sqrt()
+    assert pooled(bad["WA"][:, 0]) / pooled(W["WA"][:, 0]) > 10   # what a pooled rms would do
+
+
+def test_seed_pooled_difference():
+    from iclr25.nfn.metrics import seed_pooled_difference
+    rng = np.random.default_rng(0)
+    y = rng.random(80)
+    good = np.stack([y + 0.3 * rng.standard_normal(80) for _ in range(3)])
+    bad = np.stack([y + 2.0 * rng.standard_normal(80) for _ in range(3)])
+    c = seed_pooled_difference(good, bad, y)
+    per = [tau_difference(a, b, y) for a, b in zip(good, bad)]
+    assert c["diff"] == pytest.approx(np.mean([p["diff"] for p in per]))
+    assert c["se"] >= max(np.sqrt(np.mean([p["se"] ** 2 for p in per])), c["seed_sd"]) - 1e-12
+    assert c["lo"] > 0 and c["agree"] == 1
+    one = seed_pooled_difference(good, bad[:1], y)                  # one baseline seed, broadcast
+    assert len(one["per_seed"]) == 3
+    assert len(seed_pooled_difference(bad[:1], good, y)["per_seed"]) == 3
+    with pytest.raises(ValueError):
+        seed_pooled_difference(good[:2], bad, y)
+    assert seed_pooled_difference(bad, good, y)["agree"] == -1
+    # a large spread between seeds widens the interval
+    mixed = np.stack([good[0], bad[1], good[2]])
+    assert seed_pooled_difference(mixed, good[:1], y)["se"] > seed_pooled_difference(good, good[:1], y)["se"]
+
+
+def test_study_runs_and_folds():
+    from iclr25.nfn.study import fold_indices, study_runs, zero_share
+    W = random_weights(SPEC, 23, 2, generator=gen(21))
+    W["WQ"][3].zero_()
+    W["WA"][5, 0, 0, 0] = 0.0                                       # one entry: below the share
+    share = zero_share(W)
+    assert share[3] > 0.05 and 0 < share[5] < 1e-2 and share[0] == 0
+    runs = study_runs(W, 1e-2, 5)
+    assert len(runs) == 20 and 3 not in runs and 5 in runs
+    idx = fold_indices(20, 5, 0)
+    assert sorted(idx["test"].reshape(-1)) == list(range(20))
+    for f in range(5):
+        parts = [set(idx[s][f]) for s in ("train", "val", "test")]
+        assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
+        assert len(parts[0]) == 12
 
 
 def test_select_mean_and_interior():
@@ -351,3 +408,18 @@ def test_committed_zoo_matches_its_record():
     assert cfg == ZOO and z["params"]["enc0.WQ"].dtype == torch.float16
     assert z["accuracy"].shape == (2, cfg.n_runs) and len(z["meta"]["accuracy"][str(cfg.steps)]) == cfg.n_runs
     assert np.allclose(z["meta"]["accuracy"][str(cfg.steps)], z["accuracy"][-1].numpy(), atol=1e-4)
+
+
+def test_study_neural_averages_tuning_seeds():
+    from iclr25.nfn.study import fold_indices, make_mlp, study_neural
+    torch.manual_seed(0)
+    X = torch.randn(20, 3)
+    acc = (torch.sigmoid(X[:, 0]) + 0.1 * torch.randn(20)).clamp(0, 1).numpy().astype(np.float64)
+    idx = fold_indices(20, 5, 0)
+    out = study_neural(make_mlp(X, 4), X, acc, idx, [1e-3, 1e-1], 3, [7], [0, 4, 5])
+    curves = np.array(out["lr_curves"])
+    assert curves.shape == (3, 2) and out["tune_seeds"] == [0, 4, 5]
+    assert np.allclose(out["lr_curve"], curves.mean(0), atol=2e-4)          # rounded to 4 decimals
+    assert out["k"] == int(np.argmax(curves.mean(0))) and out["lr"] == [1e-3, 1e-1][out["k"]]
+    assert not np.allclose(curves[0], curves[1])                             # the seeds differ
+    assert np.array(out["pred"]).shape == (1, 20) and "gain_double" in out

@@ -21,7 +21,7 @@ from .fit import Selection, fit_ensemble, interior, select, select_mean
 from .group import (apply_group_action, exchange_head_columns, head_products, identity_element, products_match, random_group_element,
                     recover_gl, well_conditioned)
 from .layers import (TransformerNFN, TransformerNFNEquivariant, TransformerNFNInvariant, hidden_unit_features,
-                     invariant_features, masked_relu, output_unit_features, per_head_norms)
+                     invariant_features, masked_relu, output_unit_features)
 from .metrics import kendall_tau, paired_bootstrap_tau, tau_difference
 from .zoo import (OPTIMIZERS, lr_share_after, ZooConfig, ZooGrid, digits_tokens, permute_stream, sample_recipes, train_zoo,
                   zoo_forward, zoo_test_accuracy)
@@ -32,7 +32,7 @@ __all__ = [
     "apply_group_action", "exchange_head_columns", "head_products", "identity_element", "products_match", "random_group_element",
     "recover_gl", "well_conditioned",
     "TransformerNFN", "TransformerNFNEquivariant", "TransformerNFNInvariant", "hidden_unit_features",
-    "invariant_features", "masked_relu", "output_unit_features", "per_head_norms",
+    "invariant_features", "masked_relu", "output_unit_features",
     "NORMS", "PRODUCT_SLOTS", "FlatWeightsMLP", "MLPRegressor", "group_augment", "flatten_weights", "norm_features", "product_stat_features", "stat_features",
     "tensor_stats",
     "Selection", "fit_ensemble", "interior", "select", "select_mean", "kendall_tau", "paired_bootstrap_tau", "tau_difference",

@@ -140,58 +140,49 @@ class TransformerNFN(nn.Module):
     ``[E -> masked ReLU] x len(channels)`` then ``I``; the blocks' invariants are concatenated,
     layer-normalised and read out by an MLP to one logit.
 
-    ``head_norms=True`` (our variant, not the paper's): each block's :func:`per_head_norms` join its
-    invariant features before the head.
+    ``channels=(10,)`` is the official README's size (one equivariant layer of 10 channels);
+    ``head="batch"`` (our control, not the paper's) replaces the per-sample LayerNorm by a
+    standardisation of each feature over the models of a batch.
 
     Input: ``{key: (batch, n_blocks, *shape)}`` (one channel). Each slot is first divided by a fixed
     scale (:meth:`set_scales`, from training weights): a constant per slot and block, which keeps
     the model invariant."""
 
-    def __init__(self, spec: BlockSpec, n_blocks: int, channels: tuple[int, ...] = (8,), hidden: int = 16,
-                 head_norms: bool = False, head_layernorm: bool = True):
+    def __init__(self, spec: BlockSpec, n_blocks: int, channels: tuple[int, ...] = (10,), hidden: int = 16,
+                 head: str = "layernorm"):
         super().__init__()
-        self.n_blocks, self.head_norms = n_blocks, head_norms
+        if head not in ("layernorm", "batch"):
+            raise ValueError(f"head must be 'layernorm' or 'batch', not {head!r}")
+        self.n_blocks = n_blocks
         dims = (1, *channels)
         self.equivariant = nn.ModuleList(
             nn.ModuleList(TransformerNFNEquivariant(spec, a, b) for a, b in zip(dims[:-1], dims[1:]))
             for _ in range(n_blocks))
         self.invariant = nn.ModuleList(TransformerNFNInvariant(spec, dims[-1], dims[-1]) for _ in range(n_blocks))
-        width, n_norms = n_blocks * dims[-1], (2 * n_blocks if head_norms else 0)
-        # the per-head norms join *after* the LayerNorm, standardised by training-set constants, so
-        # that the LayerNorm (which divides each sample by its own scale) cannot strip their scale
-        # ``head_layernorm=False``: no per-sample LayerNorm on the invariant features (a control: the
-        # LayerNorm divides each model's features by their own scale, which strips weight magnitude);
-        # the inputs are still divided by the fixed training-set slot scales of :meth:`set_scales`
-        norm = nn.LayerNorm(width) if head_layernorm else nn.Identity()
-        self.head = nn.Sequential(norm, nn.Linear(width + n_norms, hidden), nn.ReLU(),
+        width = n_blocks * dims[-1]
+        # "layernorm": the paper's per-sample LayerNorm (each model's features divided by their own
+        # scale); "batch": each feature standardised over the models of the batch instead (the
+        # training mini-batch, or the whole evaluated set; no labels), which keeps every model's
+        # overall feature scale relative to the others
+        norm = nn.LayerNorm(width) if head == "layernorm" else nn.BatchNorm1d(width, track_running_stats=False)
+        self.head = nn.Sequential(norm, nn.Linear(width, hidden), nn.ReLU(),
                                   nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
         self.register_buffer("scales", torch.ones(n_blocks, len(KEYS)))
-        self.register_buffer("norm_mean", torch.zeros(2 * n_blocks))
-        self.register_buffer("norm_std", torch.ones(2 * n_blocks))
 
     @torch.no_grad()
     def set_scales(self, W: Features) -> None:
-        """Slot scales from training weights ``W`` ``{key: (n, n_blocks, *shape)}``: ``WQ, WK`` by
-        ``rms(QK)^(1/2)``, ``WV, WO`` by ``rms(VO)^(1/2)``, every other slot by its rms."""
+        """Slot scales from training weights ``W`` ``{key: (n, n_blocks, *shape)}``: per run the rms of
+        ``QK`` (all heads' entries), of ``VO`` and of every other slot; the scale is the median over
+        the runs (one diverged run with a huge rms cannot set it), square-rooted for the products:
+        ``WQ, WK`` by ``median rms(QK)^(1/2)``, ``WV, WO`` by ``median rms(VO)^(1/2)``."""
         qk, vo = head_products(W)
-        rms = lambda x, dims: x.pow(2).mean(dims).sqrt()
+        med_rms = lambda x: x.pow(2).flatten(1).mean(1).sqrt().median()
         s = torch.ones(self.n_blocks, len(KEYS), dtype=self.scales.dtype, device=self.scales.device)
         for l in range(self.n_blocks):
-            r_qk = rms(qk[:, l], tuple(range(qk.dim() - 1))).sqrt()
-            r_vo = rms(vo[:, l], tuple(range(vo.dim() - 1))).sqrt()
+            r_qk, r_vo = med_rms(qk[:, l]).sqrt(), med_rms(vo[:, l]).sqrt()
             for i, k in enumerate(KEYS):
-                s[l, i] = {"WQ": r_qk, "WK": r_qk, "WV": r_vo, "WO": r_vo}.get(
-                    k, rms(W[k][:, l], tuple(range(W[k].dim() - 1))))
+                s[l, i] = {"WQ": r_qk, "WK": r_qk, "WV": r_vo, "WO": r_vo}.get(k, med_rms(W[k][:, l]))
         self.scales.copy_(s.clamp_min(1e-8))
-        if self.head_norms:
-            z = self._norms(W)
-            self.norm_mean.copy_(z.mean(0))
-            self.norm_std.copy_(z.std(0).clamp_min(1e-8))
-
-    def _norms(self, W: Features) -> torch.Tensor:
-        """``(batch, 2 n_blocks)``: the per-head norms of every block (of the slot-scaled weights)."""
-        return torch.cat([per_head_norms({k: W[k][:, l] / self.scales[l, i] for i, k in enumerate(KEYS)})
-                          for l in range(self.n_blocks)], -1)
 
     def forward(self, W: Features) -> torch.Tensor:
         """``W``: ``{key: (batch, n_blocks, *shape)}`` -> logits ``(batch,)``."""
@@ -201,17 +192,4 @@ class TransformerNFN(nn.Module):
             for layer in self.equivariant[l]:
                 U = masked_relu(layer(U))
             feats.append(self.invariant[l](U))
-        h = self.head[0](torch.cat(feats, -1))
-        if self.head_norms:
-            h = torch.cat([h, (self._norms(W) - self.norm_mean) / self.norm_std], -1)
-        return self.head[1:](h).squeeze(-1)
-
-
-def per_head_norms(W: Features) -> torch.Tensor:
-    """``(batch, 2)``: ``sum_i |QK_i|_F`` and ``sum_i |VO_i|_F`` of one block's weights
-    ``{key: (batch, *shape)}``. Invariant under the group (a head permutation reorders the terms,
-    ``GL`` leaves each product's norm unchanged and ``P_O`` permutes columns of ``VO_i``), but not a
-    function of the head sums ``sum_i QK_i``, ``sum_i VO_i``, which are all that the equivariant
-    layers pass on from the attention slots."""
-    qk, vo = head_products(W)
-    return torch.stack([qk.pow(2).sum((-1, -2)).sqrt().sum(-1), vo.pow(2).sum((-1, -2)).sqrt().sum(-1)], -1)
+        return self.head(torch.cat(feats, -1)).squeeze(-1)

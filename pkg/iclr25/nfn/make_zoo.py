@@ -33,8 +33,6 @@ WEIGHTS = Path(__file__).resolve().parent / "weights"
 ZOO_FILE, ZOO_JSON = WEIGHTS / "zoo.pt", WEIGHTS / "zoo.json"
 
 
-
-
 def load_zoo(check: bool = True) -> dict:
     """The committed zoo: ``params`` ``{name: (n_runs, ...)}`` float16, ``accuracy`` ``(2, n_runs)``,
     ``loss``, ``recipes``, ``steps``, and ``meta`` (the JSON record). ``check``: verify the sha256."""

@@ -67,3 +67,29 @@ def tau_difference(pred_a: np.ndarray, pred_b: np.ndarray, true: np.ndarray, lev
     diff, se_d = float(h[0].mean() - h[1].mean()), se(h[0] - h[1])
     return {"diff": diff, "se": se_d, "lo": diff - z * se_d, "hi": diff + z * se_d,
             "tau1": float(h[0].mean()), "tau2": float(h[1].mean()), "se1": se(h[0]), "se2": se(h[1])}
+
+
+def seed_pooled_difference(pred_a: np.ndarray, pred_b: np.ndarray, true: np.ndarray,
+                           level: float = 0.95) -> dict[str, float]:
+    """``tau(a) - tau(b)`` over training seeds: ``pred_a`` and ``pred_b`` ``(S, n)``, or one of them
+    ``(1, n)`` (one seed, paired with every seed of the other). Per seed
+    :func:`tau_difference` gives ``d_s`` and ``se_s``; the pooled difference is the mean of ``d_s``
+    and its standard error ``sqrt(mean se_s^2 + var_s d_s)``: the test-run error of one seed plus the
+    spread between seeds (``ddof=1``; 0 for one seed). Also ``per_seed`` (the ``d_s``) and
+    ``agree``: ``1`` if every ``d_s`` interval is above 0, ``-1`` if every one is below, else ``0``."""
+    from statistics import NormalDist
+
+    a, b = np.atleast_2d(pred_a), np.atleast_2d(pred_b)
+    if a.shape[0] != b.shape[0]:              # one side has a single seed: pair it with every seed of the other
+        if 1 not in (a.shape[0], b.shape[0]):
+            raise ValueError(f"seed counts {a.shape[0]} and {b.shape[0]}: equal, or one of them 1")
+        a, b = np.broadcast_arrays(a, b)
+    per = [tau_difference(x, z, true, level) for x, z in zip(a, b)]
+    d = np.array([p["diff"] for p in per])
+    var_seed = float(d.var(ddof=1)) if len(d) > 1 else 0.0
+    se = float(np.sqrt(np.mean([p["se"] ** 2 for p in per]) + var_seed))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    agree = 1 if all(p["lo"] > 0 for p in per) else -1 if all(p["hi"] < 0 for p in per) else 0
+    diff = float(d.mean())
+    return {"diff": diff, "se": se, "lo": diff - z * se, "hi": diff + z * se, "per_seed": d.tolist(),
+            "seed_sd": float(np.sqrt(var_seed)), "agree": agree}

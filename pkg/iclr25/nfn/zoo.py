@@ -88,13 +88,12 @@ def sinusoidal_positions(n: int, dim: int) -> torch.Tensor:
     return pe
 
 
-def sample_recipes(n: int, grid: ZooGrid, rng: np.random.Generator | None = None, *, seed: int = 0,
+def sample_recipes(n: int, grid: ZooGrid, *, seed: int = 0,
                    runs: Sequence[int] | None = None) -> dict[str, np.ndarray]:
     """Recipes drawn from ``grid``: ``{axis: (n,) array}`` with the optimizer as an index into
     ``grid.optimizer`` and ``lr`` drawn from ``lr_adaptive`` or ``lr_sgd`` by optimizer. Run ``r``'s
     recipe comes from its own generator ``default_rng([seed, r])`` (``runs``: which run indices,
-    default ``range(n)``), so a run's recipe does not depend on which other runs are drawn; ``rng``
-    (deprecated) is ignored."""
+    default ``range(n)``), so a run's recipe does not depend on which other runs are drawn."""
     runs = list(range(n)) if runs is None else list(runs)
     opts = np.asarray(grid.optimizer)
     out: dict[str, list] = {k: [] for k in ("optimizer", "lr", "init_std", "l2", "train_fraction", "dropout")}
