@@ -16,23 +16,18 @@ Each run keeps its test accuracy by the paper's draw and at the mode, and its de
 adds to ZO-PoG's own words, and this arm against dev-selected random prompts at its own number of
 distinct dev evaluations as whether ZO-PoG's words are learned at all.
 
+The procedure is :mod:`iclr25.blackbox.zo_pog_cell_control`.
 ``python -m iclr25.blackbox.zo_pog_frozen`` writes ``results/zo-pog-frozen.json`` (one process, one
 torch thread) with the sha256 of its content and of the functions that made it.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
-import time
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
-from iclr25.blackbox import methods, policy, zo
-from iclr25.blackbox import zo_pog_budget as bud
-from iclr25.blackbox import zo_pog_budget2 as b2
-from iclr25.common.digest import bytes_sha256, load_record, record_sha256, strip_source
+from iclr25.blackbox import zo_pog_cell_control as cc
+from iclr25.common.digest import load_record
 
 ARM = "ZO-PoG eta_z = 0"
 RECORD = Path(__file__).parent / "results" / "zo-pog-frozen.json"
@@ -43,33 +38,14 @@ def frozen_cell(point: list[float]) -> tuple[float, float]:
     return float(point[0]), 0.0
 
 
-def runs(point: list[float], seeds, budget: int) -> dict:
-    """Per seed: :func:`iclr25.blackbox.zo_pog_budget2.run_arm` of ZO-PoG at :func:`frozen_cell`."""
-    cell = frozen_cell(point)
-    return {str(s): b2.run_arm("ZO-PoG", s, cell, budget) for s in tqdm(seeds, desc=f"{ARM}, {budget} queries")}
-
-
 def code_sha256() -> str:
-    """The functions that make the record (the learners' modules in full), with the constants."""
-    src = [strip_source(inspect.getsource(m)) for m in (methods, policy, zo)]
-    src += [strip_source(inspect.getsource(f)) for f in (frozen_cell, runs, make, b2.run_arm, bud.setup)]
-    consts = dict(ARM=ARM, SB=b2.SEEDS_BIG, SE=bud.EVAL_SEEDS_B, BIG=b2.BIG, B=bud.BUDGET_B)
-    return bytes_sha256(("\n".join(src) + json.dumps(consts, sort_keys=True, default=str)).encode())
+    """Fingerprint of the code that makes the record (:func:`iclr25.blackbox.zo_pog_cell_control.code_sha256`)."""
+    return cc.code_sha256(ARM, frozen_cell)
 
 
 def make() -> dict:
     """Both budgets' runs; the record."""
-    t0 = time.process_time()
-    ext, big = b2.load_ext(), bud.load()
-    record = {"recipe": "python -m iclr25.blackbox.zo_pog_frozen (one torch thread, one process)",
-              "code_sha256": code_sha256(), "ext_record_sha256": ext["sha256"], "budget_record_sha256": big["sha256"],
-              "cells": {"1000": frozen_cell(ext["chosen"]["ZO-PoG"]), "300": frozen_cell(big["chosen"]["ZO-PoG"])},
-              "runs": {"1000": runs(ext["chosen"]["ZO-PoG"], b2.SEEDS_BIG, b2.BIG),
-                       "300": runs(big["chosen"]["ZO-PoG"], bud.EVAL_SEEDS_B, bud.BUDGET_B)},
-              "cpu_s": 0.0}
-    record["cpu_s"] = round(time.process_time() - t0, 1)
-    record["sha256"] = record_sha256(record)
-    return record
+    return cc.make(ARM, frozen_cell, "iclr25.blackbox.zo_pog_frozen")
 
 
 def load(path: Path = RECORD) -> dict:
