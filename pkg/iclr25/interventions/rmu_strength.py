@@ -16,7 +16,8 @@ Everything is fixed here before the runs (pre-registered):
   (:func:`beyond`, at most :data:`EXTEND_ROUNDS` rounds), and the rule re-applied;
 * :data:`SETTINGS`: the chosen layer-0 steer, the capped grid's smallest competent update and the chapter's
   capped RMU, each composed with Wanda and RTN at :data:`STRENGTHS` (the matched strengths and one step beyond),
-  in both orders, with the compressed base's forget accuracy as the control, on :data:`SEEDS`.
+  in both orders, with the compressed base's forget accuracy as the control, on :data:`SEEDS`; the layer-0 steer
+  only if its choice meets both targets at the tuning seed (competence first).
 
 ``python -m iclr25.interventions.rmu_strength`` writes ``results/unlearn-strength.json`` (rewritten after every
 seed, so a run stopped for time leaves the seeds it finished), with the recipe, code fingerprints and a sha256.
@@ -186,7 +187,8 @@ def main() -> None:
     mid_ok = meets_targets(choice, bh)
     print(f"layer-0 choice {choice['hp']} (meets both targets: {mid_ok}; "
           f"{time.process_time() - t0:.0f} cpu s)", flush=True)
-    settings = {SETTINGS[0]: choice["hp"], SETTINGS[1]: smallest_competent(capped, bh)["hp"],
+    # competence first: the layer-0 steer is composed only if its choice meets both targets at the tuning seed
+    settings = {**({SETTINGS[0]: choice["hp"]} if mid_ok else {}), SETTINGS[1]: smallest_competent(capped, bh)["hp"],
                 SETTINGS[2]: choices(runs, capped)["RMU"]["hp"]}
     meta = {"settings": settings, "strengths": {k: list(v) for k, v in STRENGTHS.items()}, "mid_grid": MID_GRID,
             "extend_rounds": EXTEND_ROUNDS, "step": STEP, "forget_target": FORGET_TARGET, "rel_cap": REL_CAP,
