@@ -128,6 +128,26 @@ def compressor(method: str, strength: float, calib_ids: Tensor | None = None,
                         lambda m: prune_model_(m, method, strength, calib_ids, layers, calib_mask))
 
 
+def gptq_model_(model: TinyLM, bits: int, calib_ids: Tensor, calib_mask: Tensor, group_size: int = 32,
+                layers: Sequence[int] | None = None) -> None:
+    """GPTQ fake quantization (:func:`iclr25.compress.obs.gptq_quantize`: groups of ``group_size`` inputs,
+    asymmetric, as :func:`quantize_model_`) of every linear inside the selected blocks, in place, each
+    calibrated on its inputs over the real tokens (``calib_mask``) of ``calib_ids`` with the earlier linears
+    already quantized (sequential, as SparseGPT here); biases stay in full precision."""
+    dev = next(model.parameters()).device
+    ids, keep = calib_ids.to(dev), calib_mask.to(dev).reshape(-1).bool()
+    for m in _select(model, layers).values():
+        X = collect_inputs(m, lambda: model(ids))[keep]
+        quantize_linear_(m, bits, min(group_size, m.in_features), method="gptq", X=X)
+
+
+def gptq_compressor(bits: int, calib_ids: Tensor, calib_mask: Tensor,
+                    layers: Sequence[int] | None = None) -> Intervention:
+    """GPTQ at ``bits`` (:func:`gptq_model_`) as a compression :class:`Intervention`."""
+    return Intervention(f"GPTQ{int(bits)}", "compress", lambda m: gptq_model_(m, int(bits), calib_ids, calib_mask,
+                                                                              layers=layers))
+
+
 @torch.no_grad()
 def same_weights(a: TinyLM, b: TinyLM) -> bool:
     """Whether two models have bit-identical parameters."""

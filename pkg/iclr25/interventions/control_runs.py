@@ -25,14 +25,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from iclr25.common.digest import json_sha256
-from iclr25.interventions.compose import compose, compressor
+from iclr25.common.digest import json_sha256, load_record, record_sha256
+from iclr25.interventions.compose import Intervention, compose, compressor, gptq_compressor
 from iclr25.interventions.editing import subject_keys
 from iclr25.interventions.metrics import argmax_tokens, edit_metrics, locality_examples, utility
 from iclr25.interventions.sweep_runs import (N_EDITS, RECIPE as SWEEP_RECIPE, calibration, code_fingerprints, edit_size,
@@ -72,49 +72,83 @@ def output_ratio(before, edited, final, vocab, edits, layer: int | Sequence[int]
     return float((noise / signal.clamp_min(1e-12)).median())
 
 
+def make_compressor(c: str, st: float, ids, real) -> Intervention:
+    """Compressor ``c`` at strength ``st`` calibrated on the real tokens ``real`` of ``ids``: GPTQ
+    (:func:`iclr25.interventions.compose.gptq_compressor`) for ``"gptq"``, else
+    :func:`iclr25.interventions.compose.compressor`."""
+    return gptq_compressor(int(st), ids, real) if c == "gptq" else compressor(c, st, ids, calib_mask=real)
+
+
+def pipeline_rows(base, world, s: int, name: str, hp: dict, star: dict, orders: Sequence[str], pool, pool_margin,
+                  with_only: bool = True, make_editor: Callable = editor) -> list[dict]:
+    """Seed ``s``'s rows for one editor ``name`` at ``hp`` (built by ``make_editor(name, vocab, split, ids, mask,
+    hp)``, default :func:`iclr25.interventions.sweep_runs.editor`): the compressors of ``star`` alone ("compress
+    only", utility, if ``with_only``), the editor alone (``rel``, ``margin``, ``margin_gap``), and per compressor
+    the ``orders`` ("edit first" with ``ratio``; "compress first", i.e. compress, edit, compress, with ``ratio``
+    and ``success_pre``) and the margin-matched control. The one per-seed pipeline of this module's
+    :func:`seed_rows`, of FT with slack (:mod:`iclr25.interventions.slack_runs`) and of the GPTQ rows."""
+    vocab = world.vocab
+    device = next(base.parameters()).device
+    split = edit_split(world, N_EDITS, s)
+    ids, mask = calibration(world, s, device)
+    gen, _ = probes(world, s)
+    ref = argmax_tokens(base, world, locality_examples(split))
+    ev = lambda m: {**edit_metrics(m, ref, world, split), **utility(m, world, gen)}  # noqa: E731
+    real = ids != vocab.pad_id
+    comps = {c: make_compressor(c, st, ids, real) for c, st in star.items()}
+    only = {c: compose(base, [C]) for c, C in comps.items()}
+    rows = [dict(seed=s, editor="none", comp=c, strength=star[c], order="compress only", **utility(m, world, gen))
+            for c, m in only.items()] if with_only else []
+    E, L = make_editor(name, vocab, split, ids, mask, hp), hp["layer"]
+    edited = compose(base, [E])
+    margins = next_token_margin(edited, vocab, edit_examples(split.edits, 0)).cpu().numpy()
+    matched_facts, gap = margin_matched(pool, pool_margin, margins, {x.subject for x in split.edits})
+    rows.append(dict(seed=s, editor=name, comp="none", strength=0, order="alone", rel=edit_size(edited, base, L),
+                     margin=float(np.median(margins)), margin_gap=gap, **ev(edited)))
+    for c, C in comps.items():
+        st = star[c]
+        if "edit first" in orders:
+            ef = compose(edited, [C])
+            rows.append(dict(seed=s, editor=name, comp=c, strength=st, order="edit first",
+                             ratio=output_ratio(base, edited, ef, vocab, split.edits, L), **ev(ef)))
+        if "compress first" in orders:
+            ce = compose(only[c], [E])                        # compress, edit ...
+            cf = compose(ce, [C])                             # ... compress: compose(base, [C, E])
+            rows.append(dict(seed=s, editor=name, comp=c, strength=st, order="compress first",
+                             ratio=output_ratio(only[c], ce, cf, vocab, split.edits, L),
+                             success_pre=edit_metrics(ce, ref, world, split)["success"], **ev(cf)))
+        rows.append(dict(seed=s, editor=name, comp=c, strength=st, order="margin control",
+                         success=next_token_accuracy(only[c], vocab, matched_facts)))
+    return [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()} for r in rows]
+
+
 def seed_rows(base, world, s: int, recipe: dict = RECIPE, pool=None, pool_margin=None) -> list[dict]:
     """Seed ``s``'s control rows, in :func:`iclr25.interventions.sweep_runs.seed_rows`' format (``seed,
     editor, comp, strength, order`` and the metrics) plus ``ratio`` (:func:`output_ratio`) on the
     edit-first and compress-first rows and ``success_pre`` (edit success before the final
-    re-compression) on the compress-first rows: the compressors at ``recipe["star"]`` alone ("compress only"),
-    each editor alone, then per compressor both orders and the margin-matched control."""
+    re-compression) on the compress-first rows: the compressors at ``recipe["star"]`` alone ("compress only",
+    with the edit metrics and the original facts' accuracy), then each editor through :func:`pipeline_rows`
+    (alone, per compressor both orders and the margin-matched control)."""
     vocab = world.vocab
     device = next(base.parameters()).device
     if pool is None:
         pool, pool_margin = margin_pool(base, world)
     split = edit_split(world, N_EDITS, s)
-    ids, mask = calibration(world, s, device)
+    ids, _ = calibration(world, s, device)
     gen, _ = probes(world, s)
     ref = argmax_tokens(base, world, locality_examples(split))
     old_facts = edit_examples(split.edits, 0, new=False)
-    ev = lambda m: {**edit_metrics(m, ref, world, split), **utility(m, world, gen)}  # noqa: E731
     real = ids != vocab.pad_id
-    comps = {c: compressor(c, st, ids, calib_mask=real) for c, st in recipe["star"].items()}
-    only = {c: compose(base, [C]) for c, C in comps.items()}
-    rows = [dict(seed=s, editor="none", comp=c, strength=recipe["star"][c], order="compress only",
-                 orig_fact=next_token_accuracy(m, vocab, old_facts), **ev(m)) for c, m in only.items()]
+    rows = []
+    for c, st in recipe["star"].items():
+        m = compose(base, [make_compressor(c, st, ids, real)])
+        rows.append(dict(seed=s, editor="none", comp=c, strength=st, order="compress only",
+                         orig_fact=next_token_accuracy(m, vocab, old_facts), **edit_metrics(m, ref, world, split),
+                         **utility(m, world, gen)))
     for e in recipe["editors"]:
-        hp = recipe["edit_choice"][e]
-        E, L = editor(e, vocab, split, ids, mask, hp), hp["layer"]
-        edited = compose(base, [E])
-        margins = next_token_margin(edited, vocab, edit_examples(split.edits, 0)).cpu().numpy()
-        matched_facts, gap = margin_matched(pool, pool_margin, margins, {x.subject for x in split.edits})
-        rows.append(dict(seed=s, editor=e, comp="none", strength=0, order="alone", rel=edit_size(edited, base, L),
-                         margin=float(np.median(margins)), margin_gap=gap, **ev(edited)))
-        for c, C in comps.items():
-            if [e, c] in recipe["skip"]:
-                continue
-            st = recipe["star"][c]
-            ef = compose(edited, [C])
-            rows.append(dict(seed=s, editor=e, comp=c, strength=st, order="edit first",
-                             ratio=output_ratio(base, edited, ef, vocab, split.edits, L), **ev(ef)))
-            ce = compose(only[c], [E])                        # compress, edit ...
-            cf = compose(ce, [C])                             # ... compress: compose(base, [C, E])
-            rows.append(dict(seed=s, editor=e, comp=c, strength=st, order="compress first",
-                             ratio=output_ratio(only[c], ce, cf, vocab, split.edits, L),
-                             success_pre=edit_metrics(ce, ref, world, split)["success"], **ev(cf)))
-            rows.append(dict(seed=s, editor=e, comp=c, strength=st, order="margin control",
-                             success=next_token_accuracy(only[c], vocab, matched_facts)))
+        star = {c: st for c, st in recipe["star"].items() if [e, c] not in recipe["skip"]}
+        rows += pipeline_rows(base, world, s, e, recipe["edit_choice"][e], star, ("edit first", "compress first"),
+                              pool, pool_margin, with_only=False)
     return [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()} for r in rows]
 
 
@@ -150,7 +184,7 @@ def arm_row(base, world, s: int, hp: dict, star: dict, only: dict | None = None)
 
 def record_code() -> dict[str, str]:
     """The fingerprints of the functions that make :data:`RUNS_FILE` (the sweep's, this seed_rows and output_ratio)."""
-    return {**sweep_code(), **code_fingerprints([seed_rows, output_ratio])}
+    return {**sweep_code(), **code_fingerprints([seed_rows, pipeline_rows, make_compressor, output_ratio])}
 
 
 def load_runs() -> dict:
@@ -182,6 +216,108 @@ def main(n_seeds: int = N_SEEDS) -> None:
     print(f"wrote {RUNS_FILE} ({RUNS_FILE.stat().st_size / 1e3:.1f} kB)")
 
 
+GPTQ_FILE = Path(__file__).resolve().parent / "results" / "edit-gptq.json"
+GPTQ_EDITORS = ("MEMIT", "FT", "FT slack")   # fixed before the run: GPTQ at b* bits, both orders, the controls' seeds
+
+
+def gptq_code() -> dict[str, str]:
+    """The fingerprints of the functions that make :data:`GPTQ_FILE`."""
+    from iclr25.interventions import compose as compose_mod, slack_runs
+    return {**record_code(), **code_fingerprints([compose_mod.gptq_compressor, compose_mod.gptq_model_,
+                                                  slack_runs.ft_editor])}
+
+
+def load_gptq() -> dict:
+    """The committed GPTQ rows, sha256 checked."""
+    return load_record(GPTQ_FILE, SCRIPT + " gptq")
+
+
+def main_gptq(n_seeds: int = N_SEEDS) -> None:
+    """:data:`GPTQ_EDITORS` through :func:`pipeline_rows` with GPTQ at b* (the RTN bits of :data:`RECIPE`), both
+    orders, on seeds ``0 .. n_seeds - 1`` (FT slack at the recorded choice of :mod:`iclr25.interventions.slack_runs`),
+    written to :data:`GPTQ_FILE` every 5 seeds."""
+    from iclr25.common import progress, start
+    from iclr25.interventions import slack_runs
+    from iclr25.lm import load_world_lm
+
+    device = start("full", 0, threads=1)
+    base, world = load_world_lm("base", device=device)
+    pool, pool_margin = margin_pool(base, world)
+    hps = {**{e: RECIPE["edit_choice"][e] for e in GPTQ_EDITORS if e != "FT slack"},
+           "FT slack": slack_runs.load_runs()["recipe"]["choice"]}
+    star = {"gptq": RECIPE["star"]["rtn"]}
+    t0 = time.process_time()
+    rows = []
+    for s in progress(range(n_seeds), desc="GPTQ seeds"):
+        for i, e in enumerate(GPTQ_EDITORS):
+            rows += pipeline_rows(base, world, s, e, hps[e], star, ("edit first", "compress first"), pool, pool_margin,
+                                  with_only=i == 0, make_editor=slack_runs.ft_editor if e == "FT slack" else editor)
+        print(f"seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
+        if (s + 1) % 5 == 0 or s + 1 == n_seeds:
+            out = {"recipe": {"star": star, "editors": hps, "seeds": list(range(s + 1)), "n_edits": N_EDITS,
+                              "model": "load_world_lm('base')", "threads": 1, "torch": torch.__version__,
+                              "script": SCRIPT + " gptq", "code": gptq_code()},
+                   "rows": rows, "cpu_s": round(time.process_time() - t0, 1)}
+            out["sha256"] = record_sha256(out)
+            GPTQ_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
+            print(f"wrote {GPTQ_FILE} ({GPTQ_FILE.stat().st_size / 1e3:.1f} kB)", flush=True)
+
+
+def same_rows(new: list[dict], old: list[dict]) -> bool:
+    """Whether two row lists are equal after a JSON round trip (what a record stores)."""
+    return json.loads(json.dumps(new, sort_keys=True)) == json.loads(json.dumps(old, sort_keys=True))
+
+
+def main_restamp(seeds: Sequence[int] = (0, 1)) -> None:
+    """Prove that the shared :func:`pipeline_rows` reproduces the committed controls (seeds ``seeds``), FT slack
+    records (the first of ``seeds``) and extra seeds (the first extra seed) row for row, then stamp those three
+    records with the present code fingerprints (their rows untouched); refuses if any row differs."""
+    from iclr25.common import start
+    from iclr25.interventions import slack_runs
+    from iclr25.lm import load_world_lm
+
+    device = start("full", 0, threads=1)
+    base, world = load_world_lm("base", device=device)
+    pool, pool_margin = margin_pool(base, world)
+    t0 = time.process_time()
+    ctl = load_runs()
+    for s in seeds:
+        ok = same_rows(seed_rows(base, world, s, RECIPE, pool, pool_margin), [r for r in ctl["rows"] if r["seed"] == s])
+        print(f"controls seed {s}: identical {ok} ({time.process_time() - t0:.0f} cpu s)", flush=True)
+        if not ok:
+            raise SystemExit("controls differ: not re-stamped")
+    slk, xtr = slack_runs.load_runs(), slack_runs.load_runs(slack_runs.EXTRA_FILE)
+    star, pr = slack_runs.RECIPE["star"], {c: slack_runs.RECIPE["star"][c] for c in slack_runs.PRUNERS}
+    s = seeds[0]
+    new = slack_runs.pipeline_rows(base, world, s, "FT slack", slk["recipe"]["choice"], star,
+                                   ("edit first", "compress first"), pool, pool_margin)
+    for b in slack_runs.BOXES:
+        new += slack_runs.pipeline_rows(base, world, s, f"FT box {b:g}", {**slack_runs.RECIPE["ft"], "lr": 5e-3, "box": b},
+                                        pr, ("edit first",), pool, pool_margin, with_only=False)
+    ok_s = same_rows(new, [r for r in slk["rows"] if r["seed"] == s])
+    x = xtr["recipe"]["extra_seeds"][0]
+    new = slack_runs.pipeline_rows(base, world, x, "FT", slack_runs.RECIPE["ft"], pr, ("edit first",), pool, pool_margin)
+    new += slack_runs.pipeline_rows(base, world, x, "FT slack", xtr["recipe"]["choice"], pr, ("edit first",), pool,
+                                    pool_margin, with_only=False)
+    ok_x = same_rows(new, [r for r in xtr["rows"] if r["seed"] == x])
+    print(f"FT slack seed {s}: identical {ok_s}; extra seed {x}: identical {ok_x} ({time.process_time() - t0:.0f} cpu s)")
+    if not (ok_s and ok_x):
+        raise SystemExit("FT slack records differ: not re-stamped")
+    ctl["recipe"]["code"] = record_code()
+    ctl["recipe"]["restamp"] = {"seeds_recomputed": list(seeds), "identical": True}
+    RUNS_FILE.write_text(json.dumps(ctl, indent=0, sort_keys=True))
+    for path, rec, done in ((slack_runs.RUNS_FILE, slk, [s]), (slack_runs.EXTRA_FILE, xtr, [x])):
+        rec["recipe"]["code"] = slack_runs.record_code()
+        rec["recipe"]["restamp"] = {"seeds_recomputed": done, "identical": True}
+        slack_runs.write(path, rec)
+    print(f"re-stamped three records ({time.process_time() - t0:.0f} cpu s)")
+
+
 if __name__ == "__main__":
     import sys
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else N_SEEDS)
+    if len(sys.argv) > 1 and sys.argv[1] == "gptq":
+        main_gptq(int(sys.argv[2]) if len(sys.argv) > 2 else N_SEEDS)
+    elif len(sys.argv) > 1 and sys.argv[1] == "restamp":
+        main_restamp()
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else N_SEEDS)

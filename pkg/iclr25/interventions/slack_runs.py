@@ -32,17 +32,16 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from iclr25.common.digest import load_record, record_sha256
-from iclr25.interventions.compose import Intervention, compose, compressor
-from iclr25.interventions.control_runs import RECIPE as CTRL_RECIPE, output_ratio
+from iclr25.interventions.compose import Intervention, compose
+from iclr25.interventions.control_runs import RECIPE as CTRL_RECIPE, output_ratio, pipeline_rows as ctrl_pipeline
 from iclr25.interventions.editing import ft_edit
-from iclr25.interventions.metrics import argmax_tokens, edit_metrics, locality_examples, utility
+from iclr25.interventions.metrics import edit_metrics, utility
 from iclr25.interventions.sweep_runs import (N_EDITS, RECIPE as SWEEP_RECIPE, calibration, code_fingerprints, edit_size,
-                                             editor, margin_matched, margin_pool, probes)
-from iclr25.lm import edit_examples, edit_split, next_token_margin
+                                             editor, margin_pool, probes)
+from iclr25.lm import edit_split
 
 RUNS_FILE = Path(__file__).resolve().parent / "results" / "edit-ft-slack.json"
 EXTRA_FILE = Path(__file__).resolve().parent / "results" / "edit-ft-extra.json"
@@ -106,49 +105,14 @@ def tune(base, world, grid: Sequence[dict], seed: int = TUNE_SEED) -> tuple[dict
 
 def pipeline_rows(base, world, s: int, name: str, hp: dict, star: dict, orders: Sequence[str], pool, pool_margin,
                   with_only: bool = True) -> list[dict]:
-    """Seed ``s``'s rows for one FT setting, in :func:`iclr25.interventions.control_runs.seed_rows`' format:
-    the compressors of ``star`` alone ("compress only", if ``with_only``), the editor alone (``rel``, ``margin``,
-    ``margin_gap``), and per compressor the ``orders`` ("edit first" with ``ratio``; "compress first" with
-    ``ratio`` and ``success_pre``) and the margin-matched control."""
-    vocab = world.vocab
-    device = next(base.parameters()).device
-    split = edit_split(world, N_EDITS, s)
-    ids, mask = calibration(world, s, device)
-    gen, _ = probes(world, s)
-    ref = argmax_tokens(base, world, locality_examples(split))
-    ev = lambda m: {**edit_metrics(m, ref, world, split), **utility(m, world, gen)}  # noqa: E731
-    real = ids != vocab.pad_id
-    comps = {c: compressor(c, st, ids, calib_mask=real) for c, st in star.items()}
-    only = {c: compose(base, [C]) for c, C in comps.items()}
-    rows = [dict(seed=s, editor="none", comp=c, strength=star[c], order="compress only", **utility(m, world, gen))
-            for c, m in only.items()] if with_only else []
-    E, L = ft_editor(name, vocab, split, ids, mask, hp), hp["layer"]
-    edited = compose(base, [E])
-    margins = next_token_margin(edited, vocab, edit_examples(split.edits, 0)).cpu().numpy()
-    matched_facts, gap = margin_matched(pool, pool_margin, margins, {x.subject for x in split.edits})
-    rows.append(dict(seed=s, editor=name, comp="none", strength=0, order="alone", rel=edit_size(edited, base, L),
-                     margin=float(np.median(margins)), margin_gap=gap, **ev(edited)))
-    from iclr25.lm import next_token_accuracy
-    for c, C in comps.items():
-        st = star[c]
-        if "edit first" in orders:
-            ef = compose(edited, [C])
-            rows.append(dict(seed=s, editor=name, comp=c, strength=st, order="edit first",
-                             ratio=output_ratio(base, edited, ef, vocab, split.edits, L), **ev(ef)))
-        if "compress first" in orders:
-            ce = compose(only[c], [E])
-            cf = compose(ce, [C])
-            rows.append(dict(seed=s, editor=name, comp=c, strength=st, order="compress first",
-                             ratio=output_ratio(only[c], ce, cf, vocab, split.edits, L),
-                             success_pre=edit_metrics(ce, ref, world, split)["success"], **ev(cf)))
-        rows.append(dict(seed=s, editor=name, comp=c, strength=st, order="margin control",
-                         success=next_token_accuracy(only[c], vocab, matched_facts)))
-    return [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()} for r in rows]
+    """Seed ``s``'s rows for one FT setting: :func:`iclr25.interventions.control_runs.pipeline_rows` with
+    :func:`ft_editor` as the editor factory (the controls' one per-seed pipeline)."""
+    return ctrl_pipeline(base, world, s, name, hp, star, orders, pool, pool_margin, with_only, make_editor=ft_editor)
 
 
 def record_code() -> dict[str, str]:
     """The fingerprints of the functions that make :data:`RUNS_FILE` (beyond the sweep's, recorded there)."""
-    return code_fingerprints([ft_editor, slack_key, tune, pipeline_rows, output_ratio, ft_edit])
+    return code_fingerprints([ft_editor, slack_key, tune, pipeline_rows, ctrl_pipeline, output_ratio, ft_edit])
 
 
 def load_runs(path: Path = RUNS_FILE) -> dict:
