@@ -2,6 +2,10 @@
 
 import math
 
+import pytest
+
+from iclr25.interventions import decide
+
 from iclr25.interventions.decide import (hinders_vote, loss_beyond_control, insensitive, order_verdict, paper_verdict,
                                          sensitive, three_way, verdict)
 
@@ -58,3 +62,44 @@ def test_paper_verdict():
     assert paper_verdict(True, "x", True, None) == (True, None)
     assert paper_verdict(None, "why", True, None) == (None, "why")
     assert paper_verdict(True, None, False, "no seeds") == (None, "no seeds")
+
+
+def _urows(setting="S", comp="wanda", st=0.5, seeds=(0, 1, 2, 3), alone=0.3, control=0.95, first=None, second=None):
+    first = first if first is not None else [alone] * len(seeds)
+    second = second if second is not None else [alone] * len(seeds)
+    return [dict(setting=setting, comp=comp, strength=st, seed=s, alone=alone, control=control, first=f, second=g,
+                 pre=alone, ratio_first=0.1, ratio_second=0.2, hobby=0.55, base_hobby=0.6)
+            for s, f, g in zip(seeds, first, second)]
+
+
+def test_unlearn_cells_pair_by_seed_not_order():
+    rows = _urows(first=[0.3, 0.6, 0.3, 0.6]) + _urows(comp="rtn", st=3)
+    cells = decide.unlearn_cells(rows[::-1])                      # reversed: pairing is by seed
+    c = cells["S", "wanda", 0.5]
+    assert c["n"] == 4 and c["seeds"] == [0, 1, 2, 3]
+    assert abs(c["rise_first"] - 0.15) < 1e-9 and c["rise_second"] == 0.0 and abs(c["room"] - 0.65) < 1e-9
+    assert abs(c["E_OS"] - 0.15) < 1e-9 and abs(c["hobby_drop"] - 0.05) < 1e-9
+
+
+def test_unlearn_cells_refuse_unequal_or_repeated_seeds():
+    with pytest.raises(ValueError):
+        decide.unlearn_cells(_urows() + _urows(comp="rtn", st=3, seeds=(0, 1, 2)))
+    with pytest.raises(ValueError):
+        decide.unlearn_cells(_urows() + _urows(seeds=(0,)))
+
+
+def test_unlearn_vote_three_way_and_control():
+    up = decide.unlearn_cells(_urows(first=[0.7, 0.72, 0.68, 0.7]))["S", "wanda", 0.5]
+    assert decide.unlearn_vote(up, "first") == (True, "yes")
+    assert decide.unlearn_vote(up, "second") == (False, "no")
+    wide = decide.unlearn_cells(_urows(first=[0.3, 0.7, 0.3, 0.5]))["S", "wanda", 0.5]
+    assert decide.unlearn_vote(wide, "first") == (None, "interval")
+    # compression alone leaves the knowledge at the unlearned level: no rise could show, so no vote
+    flat = decide.unlearn_cells(_urows(control=0.35, first=[0.7] * 4))["S", "wanda", 0.5]
+    assert decide.unlearn_vote(flat, "first") == (None, "control")
+
+
+def test_unlearn_competent():
+    c = decide.unlearn_cells(_urows())["S", "wanda", 0.5]
+    assert decide.unlearn_competent(c)
+    assert not decide.unlearn_competent({**c, "alone": 0.45}) and not decide.unlearn_competent({**c, "hobby_drop": 0.2})

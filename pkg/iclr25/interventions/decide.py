@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+import numpy as np
+
 from iclr25.common.stats import three_way_se
 
 TOL = 1e-6          # every threshold carries it: 18/20 in float32 is 0.89999998
@@ -97,3 +99,64 @@ def paper_verdict(holds: bool | None, why: str | None, decidable: bool, undecide
     if not decidable:
         return None, undecided
     return holds, (why if holds is None else None)
+
+
+# ------------------------------------------------------------------ unlearning x compression (strength record)
+
+U_BAR = 0.1         # the unlearning rows' bar: a rise of forget accuracy (4-way multiple choice)
+ROOM_MIN = 0.2      # a cell can show a rise only if compression alone leaves the knowledge this far above the unlearned level
+U_ORDERS = {"first": "unlearn, then compress", "second": "compress, unlearn, compress"}
+
+
+def _se(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def unlearn_cells(rows: Iterable[Mapping]) -> dict[tuple, dict]:
+    """Per ``(setting, comp, strength)``, the numbers of the rows of
+    :mod:`iclr25.interventions.rmu_strength` paired *by seed* (every cell must hold the same seeds, once each, or
+    ``ValueError``): means of ``alone``, ``control`` (the compressed unedited model's forget accuracy), ``first``,
+    ``second``, ``pre``; the rises ``rise_first``/``rise_second`` (forget accuracy after the pipeline minus the
+    unlearner alone's) with standard errors; ``room`` (control minus alone); ``E_OS``, ``diff`` and their standard
+    errors; the ratios; ``hobby_drop`` (the unedited model's held-out hobby accuracy minus the unlearner's); ``n``."""
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        g = groups.setdefault((r["setting"], r["comp"], r["strength"]), {})
+        if r["seed"] in g:
+            raise ValueError(f"seed {r['seed']} twice in cell {(r['setting'], r['comp'], r['strength'])}")
+        g[r["seed"]] = r
+    seeds = sorted(next(iter(groups.values()))) if groups else []
+    out = {}
+    for k, g in groups.items():
+        if sorted(g) != seeds:
+            raise ValueError(f"cell {k} has seeds {sorted(g)}, others {seeds}")
+        a = {f: np.array([g[s][f] for s in seeds], dtype=float)
+             for f in ("alone", "control", "first", "second", "pre", "ratio_first", "ratio_second", "hobby", "base_hobby")}
+        os_ = np.abs(a["first"] - a["second"])
+        out[k] = dict(n=len(seeds), seeds=seeds, **{f: float(a[f].mean()) for f in ("alone", "control", "first", "second", "pre",
+                                                                                   "ratio_first", "ratio_second")},
+                      rise_first=float((a["first"] - a["alone"]).mean()), rise_first_se=_se(a["first"] - a["alone"]),
+                      rise_second=float((a["second"] - a["alone"]).mean()), rise_second_se=_se(a["second"] - a["alone"]),
+                      room=float((a["control"] - a["alone"]).mean()), E_OS=float(os_.mean()), E_OS_se=_se(os_),
+                      diff=float((a["first"] - a["second"]).mean()), diff_se=_se(a["first"] - a["second"]),
+                      hobby_drop=float((a["base_hobby"] - a["hobby"]).mean()))
+    return out
+
+
+def unlearn_competent(cell: Mapping, forget_max: float = 0.40, drop_max: float = 0.1, tol: float = TOL) -> bool:
+    """The chapter's unlearner competence rule on a cell's unlearner-alone numbers: mean forget accuracy at most
+    ``forget_max`` (0.35 + 0.05 for 60 items) and at most ``drop_max`` of held-out hobby accuracy lost."""
+    return bool(cell["alone"] <= forget_max + tol and cell["hobby_drop"] <= drop_max + tol)
+
+
+def unlearn_vote(cell: Mapping, order: str, bar: float = U_BAR, room_min: float = ROOM_MIN,
+                 tol: float = TOL) -> tuple[bool | None, str]:
+    """One cell's vote on "compression hinders unlearning" in ``order`` (``"first"``/``"second"``): ``(None,
+    "control")`` if compression alone leaves less than ``room_min`` of forget accuracy above the unlearned level
+    (``room``: no rise could show), else the rise three-way against ``bar`` with tag ``"yes"``, ``"no"`` or
+    ``"interval"``. The ratio is printed beside the vote; it never changes it."""
+    if cell["room"] < room_min - tol:
+        return None, "control"
+    v = three_way(cell["rise_" + order], cell["rise_" + order + "_se"], bar, tol)
+    return v, {True: "yes", False: "no", None: "interval"}[v]
