@@ -171,8 +171,10 @@ def write(out: dict) -> None:
     print(f"wrote {RUNS_FILE} ({RUNS_FILE.stat().st_size / 1e3:.1f} kB)", flush=True)
 
 
-def main() -> None:
-    """Tune the layer-0 steer, then run :func:`seed_rows` for :data:`SETTINGS` on :data:`SEEDS`."""
+def main(resume: bool = False) -> None:
+    """Tune the layer-0 steer, then run :func:`seed_rows` for :data:`SETTINGS` on :data:`SEEDS`. ``resume``: take the
+    tuning table and the finished seeds from the committed record (its code must be this code; the runs are
+    deterministic) and run the remaining seeds."""
     from iclr25.common import progress, start
     from iclr25.lm import load_world_lm
 
@@ -181,9 +183,16 @@ def main() -> None:
     runs, capped = load_runs(), load_capped()
     bh = runs["results"]["base"]["hobby"]
     t0 = time.process_time()
+    old = load() if resume else None
+    if old is not None and old["recipe"]["code"] != record_code():
+        raise SystemExit("the record was made by other code: run without --resume")
     norm0 = residual_norm(base, unlearning_data(world, TUNE_SEED).F, 0)
     print(f"block-0 residual, forget tokens, median norm {norm0:.2f}", flush=True)
-    choice, table = tune_mid(base, world, bh, log=lambda m: print(m, flush=True))
+    if old is not None:
+        table = old["tuning"]
+        choice = choose(table, cap=REL_CAP)
+    else:
+        choice, table = tune_mid(base, world, bh, log=lambda m: print(m, flush=True))
     mid_ok = meets_targets(choice, bh)
     print(f"layer-0 choice {choice['hp']} (meets both targets: {mid_ok}; "
           f"{time.process_time() - t0:.0f} cpu s)", flush=True)
@@ -197,13 +206,21 @@ def main() -> None:
             "grid_sha256": runs["results_sha256"], "capped_sha256": capped["rows_sha256"],
             "model": "load_world_lm('base')", "threads": 1, "torch": torch.__version__, "script": SCRIPT,
             "code": record_code()}
-    rows = []
+    rows, cpu0 = [], 0.0
+    if old is not None:
+        if old["recipe"]["settings"] != settings or old["recipe"]["block0_norm"] != norm0:
+            raise SystemExit("the record's settings differ: run without --resume")
+        rows, cpu0 = old["rows"], old["cpu_s"]
+    done = {r["seed"] for r in rows}
     for i, s in enumerate(progress(SEEDS, desc="RMU x compression, seeds")):
+        if s in done:
+            continue
         rows += seed_rows(base, world, settings, s)
         print(f"seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
         write({"recipe": {**meta, "seeds": list(SEEDS[:i + 1])}, "tuning": table, "rows": rows,
-               "cpu_s": round(time.process_time() - t0, 1)})
+               "cpu_s": round(cpu0 + time.process_time() - t0, 1)})
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    main(resume="--resume" in sys.argv)
