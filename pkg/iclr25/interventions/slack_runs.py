@@ -2,8 +2,7 @@
 
 The chapter's FT (:data:`iclr25.interventions.sweep_runs.RECIPE`: Adam at 5e-3 on block 0's ``W_out``,
 box 0.03, 160 steps) is chosen by "the highest locality among the settings that make the edit", which picks
-the *smallest* box that reaches success 0.9: nearly every weight ends on the box edge and 0.8 of the box
-no longer makes the edit. Two questions its records cannot answer, both fixed in :data:`RECIPE` before the run:
+the *smallest* box that reaches success 0.9: with 0.8 of the box the same FT no longer makes the edit. Two questions its records cannot answer, both fixed in :data:`RECIPE` before the run:
 
 * **FT with slack** ("FT slack", our labelled setting of the same FT): a grid over the learning rate, the
   box and the steps on the tuning edits, selected by the same rule *plus* a slack bar, success >= 0.9 also
