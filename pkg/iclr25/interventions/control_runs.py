@@ -222,9 +222,9 @@ GPTQ_EDITORS = ("MEMIT", "FT", "FT slack")   # fixed before the run: GPTQ at b* 
 
 def gptq_code() -> dict[str, str]:
     """The fingerprints of the functions that make :data:`GPTQ_FILE`."""
-    from iclr25.interventions import compose as compose_mod, slack_runs
-    return {**record_code(), **code_fingerprints([compose_mod.gptq_compressor, compose_mod.gptq_model_,
-                                                  slack_runs.ft_editor])}
+    from iclr25.interventions import slack_runs
+    from iclr25.interventions.compose import gptq_model_
+    return {**record_code(), **code_fingerprints([gptq_compressor, gptq_model_, slack_runs.ft_editor])}
 
 
 def load_gptq() -> dict:
