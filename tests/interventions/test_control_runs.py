@@ -77,3 +77,37 @@ def test_committed_controls_equal_the_sweep_on_shared_cells():
     shared = [(r, sweep[key(r)]) for r in control_runs.load_runs()["rows"] if key(r) in sweep]
     assert len(shared) > 100
     assert all(abs(x[k] - y[k]) < 1e-9 for x, y in shared for k in y if not isinstance(y[k], str))
+
+
+def test_gptq_compressor_puts_every_group_on_its_grid_and_differs_from_rtn(world_model):
+    from iclr25.interventions.compose import compose
+    from iclr25.lm.hooks import transformer_linears
+    base, world = world_model
+    ids, _ = sweep_runs.calibration(world, 0, "cpu")
+    real = ids != world.vocab.pad_id
+    g = compose(base, [control_runs.make_compressor("gptq", 2, ids, real)])
+    r = compose(base, [control_runs.make_compressor("rtn", 2, ids, real)])
+    lin_g, lin_r = transformer_linears(g), transformer_linears(r)
+    for n, m in lin_g.items():
+        W = m.weight.detach()
+        assert all(len(torch.unique(W[i, j:j + 32])) <= 4 for i in range(0, W.shape[0], 17) for j in range(0, W.shape[1], 32))
+    assert any(not torch.equal(lin_g[n].weight, lin_r[n].weight) for n in lin_g)     # error feedback moves weights off RTN's choice
+    assert control_runs.make_compressor("gptq", 3, ids, real).name == "GPTQ3"
+
+
+def test_gptq_record_made_by_the_current_code_and_agrees_with_the_controls():
+    if not control_runs.GPTQ_FILE.exists():
+        pytest.skip("no GPTQ record")
+    rec = control_runs.load_gptq()
+    assert rec["recipe"]["code"] == control_runs.gptq_code()
+    assert rec["recipe"]["star"] == {"gptq": control_runs.RECIPE["star"]["rtn"]}
+    ctl = {(r["seed"], r["editor"]): r for r in control_runs.load_runs()["rows"] if r["order"] == "alone"}
+    alone = [r for r in rec["rows"] if r["order"] == "alone" and r["editor"] in ("MEMIT", "FT")]
+    assert alone and all(r == ctl[r["seed"], r["editor"]] for r in alone)     # the same edits, bit for bit
+
+
+def test_restamped_records_say_what_was_recomputed():
+    from iclr25.interventions import slack_runs
+    for rec in (control_runs.load_runs(), slack_runs.load_runs(), slack_runs.load_runs(slack_runs.EXTRA_FILE)):
+        if "restamp" in rec["recipe"]:
+            assert rec["recipe"]["restamp"]["identical"] is True and rec["recipe"]["restamp"]["seeds_recomputed"]
