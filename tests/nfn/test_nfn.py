@@ -423,3 +423,100 @@ def test_study_neural_averages_tuning_seeds():
     assert out["k"] == int(np.argmax(curves.mean(0))) and out["lr"] == [1e-3, 1e-1][out["k"]]
     assert not np.allclose(curves[0], curves[1])                             # the seeds differ
     assert np.array(out["pred"]).shape == (1, 20) and "gain_double" in out
+
+
+def test_study_decay_reuses_the_lr_step_and_extends_its_grid():
+    from iclr25.nfn.study import fold_indices, make_mlp, study_decay, study_neural
+    torch.manual_seed(0)
+    X = torch.randn(20, 3)
+    acc = (torch.sigmoid(X[:, 0]) + 0.1 * torch.randn(20)).clamp(0, 1).numpy().astype(np.float64)
+    idx = fold_indices(20, 5, 0)
+    step = study_neural(make_mlp(X, 4), X, acc, idx, [1e-3, 1e-1], 3, [7], [0, 4], plateau_check=False)
+    out = study_decay(make_mlp(X, 4), X, acc, idx, step, [0.0, 1e-3], extend=2, plateau_check=False)
+    curves = np.array(out["wd_curves"])
+    assert curves.shape == (2, len(out["decay_grid"])) and 2 <= len(out["decay_grid"]) <= 4
+    assert not np.allclose(curves[:, 0], np.array(step["lr_curves"])[:, step["k"]])  # decay 0 retrained, fresh
+    assert out["decay_grid"][2:] == [1e-2, 1e-1][: len(out["decay_grid"]) - 2]       # each extension a decade up
+    j = out["wd_k"]
+    assert j == int(np.argmax(curves.mean(0))) and np.isclose(out["wd"], out["decay_grid"][j] / step["lr"])
+    # the grid grows only while the top decay is chosen, and at most `extend` times
+    assert j < len(out["decay_grid"]) - 1 or len(out["decay_grid"]) == 4
+    if j > 0:
+        assert out["pred_no_decay"] == step["pred"] and out["pred"] != step["pred"]
+    else:
+        assert out["pred"] == step["pred"]
+
+
+def test_subsample_train_is_nested_and_keeps_test_folds():
+    from iclr25.nfn.study import fold_indices, subsample_train
+    idx = fold_indices(40, 5, 0)
+    q, h = subsample_train(idx, 0.25), subsample_train(idx, 0.5)
+    assert q["train"].shape == (5, 6) and h["train"].shape == (5, 12)
+    assert (h["train"][:, :6] == q["train"]).all() and (q["test"] == idx["test"]).all()
+    for f in range(5):
+        assert not set(h["train"][f]) & (set(idx["test"][f]) | set(idx["val"][f]))
+
+
+def test_tau_contrast_matches_tau_difference_and_pools_seeds():
+    from iclr25.nfn.metrics import seed_pooled_contrast, seed_pooled_difference, tau_contrast, tau_difference
+    rng = np.random.default_rng(0)
+    y = rng.random(60)
+    a, b = y + rng.normal(0, 0.3, (2, 3, 60))
+    c = tau_contrast(np.stack([a[0], b[0]]), np.array([1.0, -1.0]), y)
+    d = tau_difference(a[0], b[0], y)
+    assert np.isclose(c["value"], d["diff"]) and np.isclose(c["se"], d["se"])
+    p, q = seed_pooled_contrast(np.stack([a, b]), np.array([1.0, -1.0]), y), seed_pooled_difference(a, b, y)
+    assert np.isclose(p["diff"], q["diff"]) and np.isclose(p["se"], q["se"])
+    # a contrast of a method with itself is exactly 0 with no error
+    z = tau_contrast(np.stack([a[0], a[0]]), np.array([0.5, -0.5]), y)
+    assert z["value"] == 0.0 and z["se"] == 0.0
+
+
+def test_regime_gate_and_detectable():
+    from iclr25.nfn.study import detectable, regime_gate
+    gap = {"diff": -0.3}
+    assert regime_gate(gap, {"diff": 0.1, "lo": 0.05, "hi": 0.15}, 5) is not None   # -0.3 + 5 * 0.1 > 0
+    assert regime_gate(gap, {"diff": 0.05, "lo": 0.01, "hi": 0.09}, 5) is None      # too slow to reverse
+    assert regime_gate(gap, {"diff": 0.1, "lo": -0.01, "hi": 0.21}, 5) is None      # not resolved
+    assert regime_gate({"diff": 0.2}, {"diff": -0.1, "lo": -0.15, "hi": -0.05}, 5) is not None
+    assert abs(detectable(1.0) - 2.8016) < 1e-3
+
+
+def test_train_standardised_head_is_not_transductive():
+    from iclr25.nfn.study import SPEC, Standardize, make_nfn_train_standardised
+    torch.manual_seed(0)
+    W = random_weights(SPEC, 12, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float32)
+    m = make_nfn_train_standardised(W, [3], 8)(np.arange(8))
+    assert isinstance(m.head[0], Standardize)
+    with torch.no_grad():
+        alone = m({k: v[8:9] for k, v in W.items()})
+        batch = m({k: v[8:] for k, v in W.items()})[:1]
+        feats = []
+        m.head[1].register_forward_hook(lambda mod, i, o: feats.append(i[0]))
+        m({k: v[:8] for k, v in W.items()})
+    assert torch.allclose(alone, batch, atol=1e-6)              # a model's prediction ignores the others
+    assert torch.allclose(feats[0].mean(0), torch.zeros(6), atol=1e-5)   # training runs standardised at init
+
+
+def test_gates_and_paper_rows_on_a_synthetic_record():
+    from iclr25.nfn.study import PAPER_BASELINES, gates, paper_rows
+    rng = np.random.default_rng(0)
+    n = 100
+    y = rng.random(n)
+    good = lambda s: (y + rng.normal(0, s, (3, n))).round(5).tolist()
+    base = {"grid": [1, 2, 3], "k": 1, "gain_double": 0.0, "eval_seeds": [1, 2, 3]}
+    methods = {"Transformer-NFN": dict(base, pred=good(0.1)),
+               "MLP (flat weights)": dict(base, k=2, pred=good(0.1)),                    # lr at an edge
+               "STATNN": dict(base, decay_grid=[0, 1e-4, 1e-3], wd_k=2, pred=good(0.4)),  # decay at the top
+               "GBM (flat weights)": {"rounds": 10, "max_iter": 300, "pred": good(3.0)}}  # tau lower bound <= 0.1
+    record = {"methods": methods, "protocol": {"plateau": 0.02, "margin": 0.1, "n_folds": 5, "horizon_doublings": 5},
+              "runs": list(range(n)), "learning_curve": {}}
+    assert gates("Transformer-NFN", record, y) == []
+    assert gates("MLP (flat weights)", record, y) == ["MLP (flat weights): lr at a grid edge"]
+    assert gates("STATNN", record, y) == ["STATNN: weight decay at the top of its grid"]
+    assert gates("GBM (flat weights)", record, y) == ["GBM (flat weights): tau lower bound <= 0.1"]
+    rows = paper_rows(record, y)
+    assert set(rows) == set(PAPER_BASELINES) and all(r["holds"] is None for r in rows.values())
+    methods["STATNN"]["wd_k"] = 1                                                        # interior: decided
+    rows = paper_rows(record, y)
+    assert rows["STATNN"]["holds"] is True and rows["STATNN"]["c"]["lo"] > 0 and rows["STATNN"]["trend"] is None

@@ -9,7 +9,9 @@ schedule (linear warm-up for the first tenth of the epochs, then cosine decay). 
 ``eval_every`` epochs each member's Kendall tau on its validation split is recorded with its test
 predictions; the result keeps, per member, the test predictions of its best validation epoch, and
 per split the configuration with the best validation tau (epoch included). Test numbers never
-take part in a choice.
+take part in a member's choice. (Under cross-fitting, e.g. ``iclr25.nfn.study.fold_indices``, the
+validation fold of one split is the test fold of another, so a choice averaged over the splits does
+use every run's label once, through another split's model.)
 """
 
 from __future__ import annotations

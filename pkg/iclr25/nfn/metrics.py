@@ -93,3 +93,35 @@ def seed_pooled_difference(pred_a: np.ndarray, pred_b: np.ndarray, true: np.ndar
     diff = float(d.mean())
     return {"diff": diff, "se": se, "lo": diff - z * se, "hi": diff + z * se, "per_seed": d.tolist(),
             "seed_sd": float(np.sqrt(var_seed)), "agree": agree}
+
+
+def tau_contrast(preds: np.ndarray, weights: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    """A linear combination ``sum_k w_k tau(preds[k], true)`` of Kendall tau-b values on the same points
+    (``preds`` ``(m, n)``, ``weights`` ``(m,)``) and its U-statistic standard error, as in
+    :func:`tau_difference` (which is the contrast ``(1, -1)``): ``se = 2 sd(sum_k w_k h_k) / sqrt(n)``."""
+    x = np.asarray(preds, np.float64)
+    y = np.asarray(true, np.float64)
+    n = len(y)
+    sy = np.sign(y[:, None] - y[None, :])
+    h = np.zeros(n)
+    for w, p in zip(np.asarray(weights, np.float64), x):
+        sx = np.sign(p[:, None] - p[None, :])
+        h += w * n * (sx * sy).sum(-1) / np.sqrt((sx * sx).sum() * (sy * sy).sum())
+    return {"value": float(h.mean()), "se": float(2 * h.std(ddof=1) / np.sqrt(n))}
+
+
+def seed_pooled_contrast(preds: np.ndarray, weights: np.ndarray, true: np.ndarray,
+                         level: float = 0.95) -> dict[str, float]:
+    """:func:`tau_contrast` over training seeds (``preds`` ``(m, S, n)``: every method with the same
+    ``S`` seeds, paired by seed), pooled like :func:`seed_pooled_difference`: the mean of the per-seed
+    values with ``se = sqrt(mean se_s^2 + var_s value_s)``, a normal interval at ``level`` and
+    ``per_seed``."""
+    from statistics import NormalDist
+
+    p = np.asarray(preds, np.float64)
+    per = [tau_contrast(p[:, s], weights, true) for s in range(p.shape[1])]
+    v = np.array([q["value"] for q in per])
+    se = float(np.sqrt(np.mean([q["se"] ** 2 for q in per]) + (v.var(ddof=1) if len(v) > 1 else 0.0)))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    return {"diff": float(v.mean()), "se": se, "lo": float(v.mean()) - z * se, "hi": float(v.mean()) + z * se,
+            "per_seed": v.tolist()}
