@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from iclr25.compress.verdicts import decide, paired_gap, per_model, status, t_interval
+from iclr25.compress.verdicts import acting_models, decide, gated, paired_gap, per_model, status, t_interval
 
 
 def test_per_model_averages_calibration_draws_within_a_model() -> None:
@@ -113,3 +113,14 @@ def test_changed_share_and_decision_level() -> None:
     assert decision_level({1: 0.95, 2: 0.85, 3: 0.4}) == (2, True)
     assert decision_level({1: 0.95, 2: 0.79}) == (1, True)
     assert decision_level({1: 0.7, 2: 0.5}) == (1, False)
+
+
+def test_acting_models_needs_three_models_that_act() -> None:
+    shares = {"a": 0.5, "b": 0.3, "c": 0.1, "d": 0.25}
+    keep, mean = acting_models(shares, 0.2)
+    assert keep == ["a", "b", "d"] and abs(mean - (0.5 + 0.3 + 0.25) / 3) < 1e-12
+    assert acting_models(shares, 0.3) == ([], 0.0)              # two models act: the level does not count
+    assert acting_models(shares, 0.3, min_models=2)[0] == ["a", "b"]
+    _, mean = acting_models({"a": 0.1, "b": 0.15, "c": 0.19}, 0.2)
+    decisions = {1: (True, None), 2: (False, None)}
+    assert gated(decisions, {1: mean, 2: acting_models(shares, 0.2)[1]}, 0.2)[2] == [2]

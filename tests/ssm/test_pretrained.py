@@ -1,6 +1,7 @@
 """The committed byte-level Mamba: small, loads, and its script still reproduces it."""
 
 import json
+import math
 from dataclasses import asdict
 
 import pytest
@@ -9,8 +10,9 @@ import torch
 from iclr25.common.digest import file_sha256
 from iclr25.lm.text import mean_nll
 from iclr25.ssm import pretrained
-from iclr25.ssm.pretrained import (MANIFEST, RECIPE, SEEDS, checkpoint_path, context_nll, heldout_segments,
-                                   make_text_mamba, ngram_stream, recipe_for, strided, text_mamba, text_splits)
+from iclr25.ssm.pretrained import (HALF_STEPS, MANIFEST, PLATEAU, RECIPE, SEEDS, checkpoint_path, context_nll,
+                                   heldout_segments, make_text_mamba, monitor_split, ngram_stream, plateau_verdict,
+                                   recipe_for, segment_nll, strided, text_mamba, text_splits)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -39,7 +41,9 @@ def test_manifest_records_every_checkpoint() -> None:
         entry = record["files"][checkpoint_path(s).name]
         assert entry["sha256"] == file_sha256(checkpoint_path(s))
         assert entry["steps"] == RECIPE["steps"]
-    assert sum(checkpoint_path(s).stat().st_size for s in SEEDS) <= 1_500_000
+    assert sum(checkpoint_path(s).stat().st_size for s in SEEDS) <= 2_000_000
+    assert record["plateau_rule"] == PLATEAU and record["half_control"]["steps"] == HALF_STEPS
+    assert set(record["plateau"]) == {str(s) for s in SEEDS} and "doubling_gain_bits" in record["plateau"]["0"]
 
 
 def test_a_changed_checkpoint_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -116,3 +120,38 @@ def test_ngram_stream_flags_the_scored_targets() -> None:
     stream, flags = ngram_stream(x[::2], y[::2], block=8)
     assert len(flags) == len(stream) - 1 and int(flags.sum()) == 8 * len(x[::2])
     assert torch.equal(stream[1:][flags], y[::2, -8:].reshape(-1))
+
+
+def test_monitor_split_is_disjoint_every_fourth_segment() -> None:
+    ids = torch.arange(2000) % 251
+    x, y = heldout_segments(ids, block=8, burn_in=4)                 # 166 segments
+    split = monitor_split(ids, block=8, burn_in=4, monitor_every=4)
+    mx, ex = split["monitor"][0], split["eval"][0]
+    assert len(mx) + len(ex) == len(x) and len(mx) == len(x) // 4
+    assert torch.equal(mx[0], x[3]) and torch.equal(mx[1], x[7]) and torch.equal(ex[3], x[4])
+    assert not {tuple(r.tolist()) for r in mx} & {tuple(r.tolist()) for r in ex}
+    with pytest.raises(ValueError):
+        monitor_split(ids[:40], block=8, burn_in=4, monitor_every=4)
+
+
+def test_plateau_verdict_applies_both_parts_of_the_rule() -> None:
+    flat = torch.tensor([[0, 5.0], [100, 1.30], [200, 1.25], [300, 1.251]], dtype=torch.float64)
+    v = plateau_verdict(flat)
+    assert abs(v["above_min_nats"] - 0.001) < 1e-9 and v["holds"] and "doubling_gain_bits" not in v
+    rising = flat.clone()
+    rising[-1, 1] = 1.30                                             # 0.05 nats above the minimum: overfits
+    assert not plateau_verdict(rising)["holds"]
+    half, full = 1.26, 1.251
+    v = plateau_verdict(flat, full, half)
+    assert abs(v["doubling_gain_bits"] - (half - full) / math.log(2)) < 1e-12 and v["holds"]
+    assert not plateau_verdict(flat, 1.251, 1.251 + 0.03)["holds"]   # doubling still gains 0.043 bits/byte
+
+
+def test_segment_nll_is_context_nll_per_segment() -> None:
+    m = _Unigram()
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randint(0, 16, (7, 6), generator=g), torch.randint(0, 16, (7, 6), generator=g)
+    per = segment_nll(m, x, y, block=4, batch_size=3)
+    assert per.shape == (7,)
+    assert abs(float(per.mean()) - context_nll(m, x, y, block=4)) < 1e-6
+    assert abs(float(per[2]) - context_nll(m, x[2:3], y[2:3], block=4)) < 1e-6

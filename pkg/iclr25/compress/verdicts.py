@@ -21,7 +21,8 @@ below it a no, and an interval that contains it decides nothing.
 
 :func:`decision_level` picks the level at which a study's rows are decided (the highest sparsity at
 which the best arm keeps a given share of the dense model's gain), :func:`changed_share` measures
-how much of a model two allocations assign differently.
+how much of a model two allocations assign differently, and :func:`acting_models` is the per-model
+gate: a level counts only where enough models' allocations change enough of the model.
 """
 
 from __future__ import annotations
@@ -139,3 +140,16 @@ def gated(decisions: Mapping[Hashable, tuple[bool | None, str | None]], shares: 
     if all(h is False for h, _ in hs):
         return False, None, acting
     return None, next((why for h, why in hs if h is None), "the acting levels disagree"), acting
+
+
+def acting_models(shares: Mapping[Hashable, float], min_share: float,
+                  min_models: int = 3) -> tuple[list[Hashable], float]:
+    """The per-model gate of a mechanism at one level: the units whose share (``shares[unit]``, e.g.
+    the share of the weights an allocation moves) is at least ``min_share``, and their mean share.
+    A level counts only where at least ``min_models`` units act (a t-interval over fewer than three
+    models has at most one degree of freedom, ``t = 12.7``, and decides only when two numbers
+    coincide): with fewer, returns ``([], 0.0)``, so :func:`gated` treats the level as not acting."""
+    keep = [u for u, s in shares.items() if s >= min_share]
+    if len(keep) < min_models:
+        return [], 0.0
+    return keep, float(np.mean([shares[u] for u in keep]))
