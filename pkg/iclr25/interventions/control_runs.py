@@ -319,7 +319,7 @@ TREND_FILE = Path(__file__).resolve().parent / "results" / "edit-trend.json"
 # strongest setting here at which the compressed unedited model keeps the edited persons' original facts (mean
 # ``orig_fact``) >= ``orig_min``; there the per-seed excess, the editor's loss of edit success against the editor alone
 # minus the same-margin facts' loss (``1 - margin control``), is judged against ``bar`` by ``decide.three_way``
-# (3 s.e. either side, else undecided). A cell with no such setting has no vote. The row "compression hinders editing
+# (mean ± 2 s.e. against the bar, else undecided; ``decide.trend_cells``, ``decide.trend_votes``). A cell with no such setting has no vote. The row "compression hinders editing
 # increasingly with strength" is ``decide.verdict`` of the votes (any yes: yes; all NO: NO; else undecided).
 TREND = {"strengths": {"sparsegpt": [0.6, 0.7], "gptq": [2]}, "editors": ["MEMIT", "FT slack"],
          "orders": ["edit first", "compress first"], "bar": 0.15, "orig_min": 0.9}
