@@ -106,6 +106,26 @@ def test_gptq_record_made_by_the_current_code_and_agrees_with_the_controls():
     assert alone and all(r == ctl[r["seed"], r["editor"]] for r in alone)     # the same edits, bit for bit
 
 
+def test_trend_record_made_by_the_current_code_agrees_with_the_records_and_holds_every_cell():
+    if not control_runs.TREND_FILE.exists():
+        pytest.skip("no strength-trend record")
+    from iclr25.interventions import decide, slack_runs
+    rec = control_runs.load_trend()
+    r = rec["recipe"]
+    assert r["code"] == control_runs.trend_code()
+    assert {k: r[k] for k in control_runs.TREND} == control_runs.TREND
+    assert r["bar"] == decide.TREND_BAR and r["orig_min"] == decide.ORIG_MIN
+    # the editors alone are the controls' MEMIT and FT slack's records, bit for bit
+    ctl = {(x["seed"], x["editor"]): x for x in control_runs.load_runs()["rows"] if x["order"] == "alone"}
+    slk = {(x["seed"], x["editor"]): x for x in slack_runs.load_runs()["rows"] if x["order"] == "alone"}
+    alone = [x for x in rec["rows"] if x["order"] == "alone"]
+    assert len(alone) == 2 * len(r["seeds"])
+    assert all(x == (ctl if x["editor"] == "MEMIT" else slk)[x["seed"], x["editor"]] for x in alone)
+    cells = decide.trend_cells(rec["rows"], r["strengths"], r["editors"], r["orders"])     # every cell, every seed
+    assert len(cells) == len(r["editors"]) * len(r["orders"]) * sum(len(v) for v in r["strengths"].values())
+    assert all(c["n"] == len(r["seeds"]) for c in cells.values())
+
+
 def test_restamped_records_say_what_was_recomputed():
     from iclr25.interventions import slack_runs
     for rec in (control_runs.load_runs(), slack_runs.load_runs(), slack_runs.load_runs(slack_runs.EXTRA_FILE)):

@@ -103,3 +103,35 @@ def test_unlearn_competent():
     c = decide.unlearn_cells(_urows())["S", "wanda", 0.5]
     assert decide.unlearn_competent(c)
     assert not decide.unlearn_competent({**c, "alone": 0.45}) and not decide.unlearn_competent({**c, "hobby_drop": 0.2})
+
+
+def _trows(seeds=(0, 1, 2, 3), comp_succ=(0.5, 0.6, 0.5, 0.6), margin=(0.9, 0.9, 0.9, 0.9), orig=(0.95, 0.95, 0.85, 0.95),
+           sts=(0.6, 0.7)):
+    rows = [dict(seed=s, editor="E", comp="none", strength=0, order="alone", success=1.0) for s in seeds]
+    for st in sts:
+        rows += [dict(seed=s, editor="none", comp="sgpt", strength=st, order="compress only",
+                      orig_fact=orig[i] if st == sts[-1] else 1.0) for i, s in enumerate(seeds)]
+        rows += [dict(seed=s, editor="E", comp="sgpt", strength=st, order="margin control", success=margin[i])
+                 for i, s in enumerate(seeds)]
+        rows += [dict(seed=s, editor="E", comp="sgpt", strength=st, order="edit first", ratio=0.3,
+                      success=comp_succ[i] if st == sts[-1] else 1.0) for i, s in enumerate(seeds)]
+    return rows
+
+
+def test_trend_cells_excess_over_margin_facts_paired_by_seed():
+    cells = decide.trend_cells(_trows()[::-1], {"sgpt": [0.6, 0.7]}, ["E"], ["edit first"])
+    c = cells["E", "sgpt", 0.7, "edit first"]
+    assert c["n"] == 4 and abs(c["excess"] - (0.45 - 0.1)) < 1e-9 and abs(c["orig_fact"] - 0.925) < 1e-9
+    assert abs(cells["E", "sgpt", 0.6, "edit first"]["excess"] + 0.1) < 1e-9
+    with pytest.raises(ValueError):
+        decide.trend_cells(_trows() + _trows(seeds=(0,)), {"sgpt": [0.6, 0.7]}, ["E"], ["edit first"])
+
+
+def test_trend_votes_use_the_strongest_setting_that_keeps_the_original_facts():
+    st = {"sgpt": [0.6, 0.7]}
+    cells = decide.trend_cells(_trows(), st, ["E"], ["edit first"])
+    assert decide.trend_votes(cells, st, ["E"], ["edit first"])["E", "sgpt", "edit first"] == (True, 0.7)
+    low = decide.trend_cells(_trows(orig=(0.8,) * 4), st, ["E"], ["edit first"])   # 0.7 loses the original facts
+    assert decide.trend_votes(low, st, ["E"], ["edit first"])["E", "sgpt", "edit first"] == (False, 0.6)
+    bad = decide.trend_cells(_trows(orig=(0.8,) * 4), {"sgpt": [0.7]}, ["E"], ["edit first"])
+    assert decide.trend_votes(bad, {"sgpt": [0.7]}, ["E"], ["edit first"])["E", "sgpt", "edit first"] == (None, None)

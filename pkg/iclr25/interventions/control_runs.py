@@ -313,10 +313,90 @@ def main_restamp(seeds: Sequence[int] = (0, 1)) -> None:
     print(f"re-stamped three records ({time.process_time() - t0:.0f} cpu s)")
 
 
+TREND_FILE = Path(__file__).resolve().parent / "results" / "edit-trend.json"
+# fixed before the run (pre-registered): the chapter's editors (MEMIT, FT with slack) on the paper's compressors beyond
+# the matched strengths, both orders, the controls' 20 seeds. The look: per editor, order and compressor, the
+# strongest setting here at which the compressed unedited model keeps the edited persons' original facts (mean
+# ``orig_fact``) >= ``orig_min``; there the per-seed excess, the editor's loss of edit success against the editor alone
+# minus the same-margin facts' loss (``1 - margin control``), is judged against ``bar`` by ``decide.three_way``
+# (mean ± 2 s.e. against the bar, else undecided; ``decide.trend_cells``, ``decide.trend_votes``). A cell with no such setting has no vote. The row "compression hinders editing
+# increasingly with strength" is ``decide.verdict`` of the votes (any yes: yes; all NO: NO; else undecided).
+TREND = {"strengths": {"sparsegpt": [0.6, 0.7], "gptq": [2]}, "editors": ["MEMIT", "FT slack"],
+         "orders": ["edit first", "compress first"], "bar": 0.15, "orig_min": 0.9}
+
+
+def trend_code() -> dict[str, str]:
+    """The fingerprints of the functions that make :data:`TREND_FILE`."""
+    return {**gptq_code(), **code_fingerprints([trend_rows])}
+
+
+def trend_rows(base, world, s: int, hps: dict, pool, pool_margin, trend: dict = TREND) -> list[dict]:
+    """Seed ``s``'s trend rows: per compressor setting of ``trend["strengths"]`` the compressed unedited model
+    ("compress only": ``orig_fact``, the edited persons' original facts, and utility), then each editor of
+    ``trend["editors"]`` at ``hps[editor]`` through :func:`pipeline_rows`, both orders and the margin control, one
+    call per strength level (the editor is re-made per call; it is the same function of the seed)."""
+    from iclr25.interventions import slack_runs
+
+    vocab = world.vocab
+    device = next(base.parameters()).device
+    split = edit_split(world, N_EDITS, s)
+    ids, _ = calibration(world, s, device)
+    gen, _ = probes(world, s)
+    old_facts = edit_examples(split.edits, 0, new=False)
+    real = ids != vocab.pad_id
+    rows = []
+    levels = max(len(v) for v in trend["strengths"].values())
+    for c, sts in trend["strengths"].items():
+        for st in sts:
+            m = compose(base, [make_compressor(c, st, ids, real)])
+            rows.append(dict(seed=s, editor="none", comp=c, strength=st, order="compress only",
+                             orig_fact=next_token_accuracy(m, vocab, old_facts), **utility(m, world, gen)))
+    for i in range(levels):
+        star = {c: sts[i] for c, sts in trend["strengths"].items() if i < len(sts)}
+        for e in trend["editors"]:
+            new = pipeline_rows(base, world, s, e, hps[e], star, trend["orders"], pool, pool_margin, with_only=False,
+                                make_editor=slack_runs.ft_editor if e == "FT slack" else editor)
+            rows += [r for r in new if not (i > 0 and r["order"] == "alone")]
+    return [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()} for r in rows]
+
+
+def load_trend() -> dict:
+    """The committed trend rows, sha256 checked."""
+    return load_record(TREND_FILE, SCRIPT + " trend")
+
+
+def main_trend(n_seeds: int = N_SEEDS) -> None:
+    """:func:`trend_rows` on seeds ``0 .. n_seeds - 1`` (MEMIT at the controls' choice, FT slack at the recorded
+    choice), written to :data:`TREND_FILE` every 5 seeds."""
+    from iclr25.common import progress, start
+    from iclr25.interventions import slack_runs
+    from iclr25.lm import load_world_lm
+
+    device = start("full", 0, threads=1)
+    base, world = load_world_lm("base", device=device)
+    pool, pool_margin = margin_pool(base, world)
+    hps = {"MEMIT": RECIPE["edit_choice"]["MEMIT"], "FT slack": slack_runs.load_runs()["recipe"]["choice"]}
+    t0 = time.process_time()
+    rows = []
+    for s in progress(range(n_seeds), desc="trend seeds"):
+        rows += trend_rows(base, world, s, hps, pool, pool_margin)
+        print(f"seed {s} done ({time.process_time() - t0:.0f} cpu s)", flush=True)
+        if (s + 1) % 5 == 0 or s + 1 == n_seeds:
+            out = {"recipe": {**TREND, "editor_choice": hps, "seeds": list(range(s + 1)), "n_edits": N_EDITS,
+                              "model": "load_world_lm('base')", "threads": 1, "torch": torch.__version__,
+                              "script": SCRIPT + " trend", "code": trend_code()},
+                   "rows": rows, "cpu_s": round(time.process_time() - t0, 1)}
+            out["sha256"] = record_sha256(out)
+            TREND_FILE.write_text(json.dumps(out, indent=0, sort_keys=True))
+            print(f"wrote {TREND_FILE} ({TREND_FILE.stat().st_size / 1e3:.1f} kB)", flush=True)
+
+
 if __name__ == "__main__":
     import sys
     if len(sys.argv) > 1 and sys.argv[1] == "gptq":
         main_gptq(int(sys.argv[2]) if len(sys.argv) > 2 else N_SEEDS)
+    elif len(sys.argv) > 1 and sys.argv[1] == "trend":
+        main_trend(int(sys.argv[2]) if len(sys.argv) > 2 else N_SEEDS)
     elif len(sys.argv) > 1 and sys.argv[1] == "restamp":
         main_restamp()
     else:

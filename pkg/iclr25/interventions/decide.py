@@ -160,3 +160,67 @@ def unlearn_vote(cell: Mapping, order: str, bar: float = U_BAR, room_min: float 
         return None, "control"
     v = three_way(cell["rise_" + order], cell["rise_" + order + "_se"], bar, tol)
     return v, {True: "yes", False: "no", None: "interval"}[v]
+
+
+# ------------------------------------------------------------------ editing x compression beyond the matched strength
+
+TREND_BAR = 0.15    # the trend row's bar: edit success lost beyond the same-margin facts' loss
+ORIG_MIN = 0.9      # a strength counts only if the compressed unedited model keeps the edited persons' original facts
+
+
+def _by_seed(rows: Iterable[Mapping], what: str) -> dict:
+    out: dict = {}
+    for r in rows:
+        if r["seed"] in out:
+            raise ValueError(f"seed {r['seed']} twice in {what}")
+        out[r["seed"]] = r
+    return out
+
+
+def trend_cells(rows: Iterable[Mapping], strengths: Mapping[str, list], editors: Iterable[str],
+                orders: Iterable[str]) -> dict[tuple, dict]:
+    """Per ``(editor, comp, strength, order)``, the rows of ``control_runs trend`` paired *by seed* (the editor
+    alone, the composed model, the margin control and the compressed unedited model must hold the same seeds, once
+    each, or ``ValueError``): ``n``, ``alone``, ``composed`` (mean edit success), ``margin_loss`` (1 - the
+    same-margin facts' success), ``orig_fact`` (the compressed unedited model's original facts), ``ratio`` and the
+    per-seed ``excess`` = (alone - composed) - margin loss, its mean and standard error."""
+    rows = list(rows)
+    pick = lambda e, c, st, o: _by_seed((r for r in rows if r["editor"] == e and r["comp"] == c  # noqa: E731
+                                         and r["strength"] == st and r["order"] == o), f"{(e, c, st, o)}")
+    out = {}
+    for e in editors:
+        alone = pick(e, "none", 0, "alone")
+        for c, sts in strengths.items():
+            for st in sts:
+                base, ctl = pick("none", c, st, "compress only"), pick(e, c, st, "margin control")
+                for o in orders:
+                    comp = pick(e, c, st, o)
+                    seeds = sorted(alone)
+                    if not seeds or any(sorted(g) != seeds for g in (base, ctl, comp)):
+                        raise ValueError(f"cell {(e, c, st, o)}: seeds differ")
+                    a, m, k = (np.array([g[s]["success"] for s in seeds], dtype=float) for g in (alone, comp, ctl))
+                    x = (a - m) - (1 - k)
+                    out[e, c, st, o] = dict(n=len(seeds), seeds=seeds, alone=float(a.mean()), composed=float(m.mean()),
+                                            margin_loss=float((1 - k).mean()), excess=float(x.mean()), excess_se=_se(x),
+                                            orig_fact=float(np.mean([base[s]["orig_fact"] for s in seeds])),
+                                            ratio=float(np.mean([comp[s]["ratio"] for s in seeds])))
+    return out
+
+
+def trend_votes(cells: Mapping[tuple, dict], strengths: Mapping[str, list], editors: Iterable[str],
+                orders: Iterable[str], bar: float = TREND_BAR, orig_min: float = ORIG_MIN,
+                tol: float = TOL) -> dict[tuple, tuple]:
+    """Per ``(editor, comp, order)``: ``(vote, strength)`` at the strongest strength of ``strengths[comp]`` (the
+    lists run from weaker to stronger) whose compressed unedited model keeps ``orig_fact >= orig_min``; the vote is
+    :func:`three_way` of the excess against ``bar``. ``(None, None)`` where no strength keeps the original facts."""
+    out = {}
+    for e in editors:
+        for c, sts in strengths.items():
+            for o in orders:
+                ok = [st for st in sts if cells[e, c, st, o]["orig_fact"] >= orig_min - tol]
+                if not ok:
+                    out[e, c, o] = (None, None)
+                    continue
+                x = cells[e, c, ok[-1], o]
+                out[e, c, o] = (three_way(x["excess"], x["excess_se"], bar, tol), ok[-1])
+    return out

@@ -81,8 +81,10 @@ def add_at(model: TinyLM, layer: int, delta: Tensor, rows: Tensor, pos: Tensor):
 
 def subject_keys(model: TinyLM, vocab: Vocab, edits: Sequence[Edit], layer: int,
                  templates: Sequence[int] = EDIT_TEMPLATES, position: str = "last") -> Tensor:
-    """``k*`` of each edit: block ``layer``'s MLP key at the edited position (see
-    :func:`edit_prompts`), averaged over the editing phrasings -> (n_edits, d_ff) float64."""
+    """``k*`` of each edit: block ``layer``'s MLP key at the edited position (see :func:`edit_prompts`; with
+    ``position="last"``, the default, the prompt's *last* token, not the subject's), averaged over the editing
+    phrasings -> (n_edits, d_ff) float64. The last tokens of the phrasings are not all one word, so the mean is over unlike
+    keys (ROME averages one token's key over prefixes); the name is kept because records fingerprint its callers."""
     prompts, objects, pos, idx = edit_prompts(edits, templates, position)
     b = encode_pairs(vocab, prompts, objects).to(model_device(model))
     with torch.no_grad():
