@@ -520,3 +520,45 @@ def test_gates_and_paper_rows_on_a_synthetic_record():
     methods["STATNN"]["wd_k"] = 1                                                        # interior: decided
     rows = paper_rows(record, y)
     assert rows["STATNN"]["holds"] is True and rows["STATNN"]["c"]["lo"] > 0 and rows["STATNN"]["trend"] is None
+
+
+def test_paired_run_starts_from_the_tuning_members_weights():
+    """The budget run of the paired plateau check reproduces member k of a K-point tuning build, and a
+    run from another member's weights does not."""
+    from iclr25.nfn.plateau import paired_run
+    from iclr25.nfn.study import fold_indices, make_mlp, train_predictor
+    torch.manual_seed(0)
+    X = torch.randn(20, 3)
+    acc = (torch.sigmoid(X[:, 0]) + 0.1 * torch.randn(20)).clamp(0, 1).numpy().astype(np.float64)
+    idx = fold_indices(20, 5, 0)
+    lrs = [1e-2, 1e-2, 1e-2]                        # one rate: the members differ by their initial weights only
+    build = np.mean(train_predictor(make_mlp(X, 4), X, acc, idx, lrs, 4, 3).val_tau, 0)
+    assert not np.allclose(build[1], build[2])
+    member = {"K": 3, "k": 2, "lr": 1e-2, "wd": 0.0}
+    assert paired_run(make_mlp(X, 4), X, acc, idx, member, 4, 3) == pytest.approx(build[2], abs=1e-6)
+    assert paired_run(make_mlp(X, 4), X, acc, idx, {**member, "k": 1}, 4, 3) == pytest.approx(build[1], abs=1e-6)
+
+
+def test_chosen_member_and_summarise():
+    from iclr25.nfn.plateau import chosen_member, summarise
+    lr_only = {"grid": [1, 2, 3, 4, 5], "k": 3, "lr": 4, "wd_k": 0, "wd": 0.0}
+    assert chosen_member(lr_only, 4) == {"K": 5, "k": 3, "lr": 4, "wd": 0.0, "curves": "lr_curves", "col": 3}
+    decayed = {**lr_only, "wd_k": 2, "wd": 0.5}
+    assert chosen_member(decayed, 4) == {"K": 4, "k": 2, "lr": 4, "wd": 0.5, "curves": "wd_curves", "col": 2}
+    assert chosen_member({**decayed, "wd_k": 4}, 4)["K"] == 1 and chosen_member({**decayed, "wd_k": 4}, 4)["k"] == 0
+    s = summarise([0.2, 0.3, 0.4], [0.25, 0.31, 0.43], 0.02)
+    assert s["gains"] == [0.05, 0.01, 0.03] and s["gain"] == 0.03 and not s["passes"] and s["sd"] == 0.02
+    assert summarise([0.2, 0.3], [0.2, 0.31], 0.02)["passes"]
+
+
+def test_gates_read_the_paired_plateau_and_diverged_estimate():
+    from iclr25.nfn.study import diverged_estimate, gates
+    y = np.linspace(0, 1, 50)
+    m = {"grid": [1, 2, 3], "k": 1, "gain_double": 0.0, "pred": [list(y)] * 3}
+    record = {"methods": {"A": m}, "protocol": {"plateau": 0.02, "margin": 0.1}}
+    assert gates("A", record, y) == []
+    assert gates("A", record, y, {"methods": {"A": {"gain": 0.05}}}) == [
+        "A: twice the epochs gain +0.050 (paired, mean of the tuning seeds)"]
+    assert gates("A", record, y, {"methods": {"B": {"gain": 0.05}}}) == []
+    curves = [[0.2, 0.2, -2.0], [0.5, 0.5, (4 * 0.5 - 2) / 5], [0.3, 0.3, 0.29]]
+    assert diverged_estimate(curves, 5).tolist() == [0, 0, 6]

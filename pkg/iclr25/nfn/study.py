@@ -113,7 +113,9 @@ def study_neural(make: Callable[[np.ndarray], torch.nn.Module], X: Any, acc: np.
                  tune_seeds: list[int], plateau_check: bool = True, augment: Callable | None = None) -> dict[str, Any]:
     """Tune the learning rate on the validation tau averaged over the folds and over ``tune_seeds``
     (``lr_curve``; ``lr_curves`` holds each seed's fold mean), check the plateau at twice the epochs
-    with the first tuning seed (gain over that seed's own value at the chosen rate), then train every
+    with the first tuning seed (gain over that seed's own value at the chosen rate; the two runs start
+    from different initial weights, so the chapter's gate reads the paired check of
+    :mod:`iclr25.nfn.plateau` instead), then train every
     evaluation seed at the chosen rate.
     Returns the record entry; ``pred`` is ``(seeds, n)`` in the order of ``idx["test"].reshape(-1)``."""
     t = time.process_time()
@@ -174,7 +176,8 @@ def study_decay(make: Callable[[np.ndarray], torch.nn.Module], X: Any, acc: np.n
     """The weight-decay step after :func:`study_neural`'s learning rate: at the chosen rate ``lr``, every
     decay per step of ``decay_grid`` (``wd = decay / lr``; ``decay_grid[0]`` must be 0, retrained here
     beside the others: the learning-rate step's own value at ``lr`` was the best of its grid, so it is
-    biased upward) with each of the entry's tuning seeds; the decay with the best
+    biased upward, and each member here starts from other initial weights than the one there) with each of
+    the entry's tuning seeds; the decay with the best
     validation tau averaged over the folds and the seeds is chosen (the first on a tie); while that is
     the largest decay, the grid grows by ten times it (at most ``extend`` times). If it is not 0,
     the plateau is checked again and every evaluation seed is re-trained at ``(lr, wd)``; the learning-rate
@@ -330,18 +333,23 @@ def pooled_tau(pred: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(t.mean()), float(np.sqrt(np.mean([q["se1"] ** 2 for q in per]) + (t.var(ddof=1) if len(t) > 1 else 0)))
 
 
-def gates(name: str, record: dict[str, Any], y: np.ndarray) -> list[str]:
+def gates(name: str, record: dict[str, Any], y: np.ndarray, paired: dict[str, Any] | None = None) -> list[str]:
     """The competence failures of one record method (the pre-registered checks a paper row needs):
     learning rate at a grid edge; weight decay at the top of its grid (0, no decay, is the grid's natural
     lower end); twice the epochs gain more than ``plateau``; trees' rounds at the cap; seed-pooled tau
-    lower 95% bound at or below ``margin``. ``y``: the labels in the record's out-of-fold order."""
+    lower 95% bound at or below ``margin``. ``y``: the labels in the record's out-of-fold order.
+    ``paired``: the paired plateau record (:mod:`iclr25.nfn.plateau`); for a method it holds, its gain
+    averaged over the tuning seeds replaces the record's one-seed ``gain_double``."""
     m, P, out = record["methods"][name], record["protocol"], []
+    if paired is not None and name in paired["methods"]:
+        m = {**m, "gain_double": paired["methods"][name]["gain"]}
     if "grid" in m and len(m["grid"]) > 1 and not fit.interior(m["k"], len(m["grid"])):
         out.append(f"{name}: lr at a grid edge")
     if "decay_grid" in m and m["wd_k"] == len(m["decay_grid"]) - 1:
         out.append(f"{name}: weight decay at the top of its grid")
     if m.get("gain_double", 0.0) > P["plateau"]:
-        out.append(f"{name}: twice the epochs gain {m['gain_double']:+.3f}")
+        out.append(f"{name}: twice the epochs gain {m['gain_double']:+.3f}"
+                   + (" (paired, mean of the tuning seeds)" if paired is not None and name in paired["methods"] else ""))
     if "rounds" in m and m["rounds"] >= m["max_iter"]:
         out.append(f"{name}: rounds at the cap")
     mu, se = pooled_tau(np.asarray(m["pred"]), y)
@@ -393,17 +401,18 @@ PAPER_BASELINES = {"MLP (flat weights)": "MLP", "STATNN": "STATNN", "GBM (flat w
 """The paper's baselines (record names) and their short names."""
 
 
-def paper_rows(record: dict[str, Any], y: np.ndarray) -> dict[str, dict[str, Any]]:
+def paper_rows(record: dict[str, Any], y: np.ndarray, paired: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """The pre-registered decision of every paper row ``Transformer-NFN beats b`` from the record: the
     seed-pooled difference ``c`` (:func:`iclr25.nfn.metrics.seed_pooled_difference`), the competence
     gates of both methods (:func:`gates`), the small-zoo rule where the record has both methods'
     learning curves (:func:`gap_trend`, :func:`regime_gate`), the verdict (:func:`paper_verdict`:
-    ``holds``, ``reason``) and the smallest difference the row could detect (:func:`detectable`)."""
+    ``holds``, ``reason``) and the smallest difference the row could detect (:func:`detectable`).
+    ``paired``: the paired plateau record, passed on to :func:`gates`."""
     nfn, out = "Transformer-NFN", {}
     pred = lambda n: np.asarray(record["methods"][n]["pred"])
     for b in PAPER_BASELINES:
         c = metrics.seed_pooled_difference(pred(nfn), pred(b), y)
-        reasons, trend = gates(nfn, record, y) + gates(b, record, y), None
+        reasons, trend = gates(nfn, record, y, paired) + gates(b, record, y, paired), None
         if f"learning curve: {b}" in record.get("learning_curve", {}):
             trend = gap_trend(record, nfn, b, y)
             r = regime_gate(c, trend["per_doubling"], record["protocol"]["horizon_doublings"])
@@ -411,6 +420,19 @@ def paper_rows(record: dict[str, Any], y: np.ndarray) -> dict[str, dict[str, Any
         holds, reason = paper_verdict(c, reasons)
         out[b] = {"c": c, "holds": holds, "reason": reason, "trend": trend, "detectable": detectable(c["se"])}
     return out
+
+
+def diverged_estimate(curves: np.ndarray, n_folds: int, fill: float = -2.0) -> np.ndarray:
+    """How many folds of each point of per-seed tuning curves ``curves`` ``(seeds, K)`` diverged, estimated
+    from the fold means (the record keeps no per-fold values; a diverged fit counts as ``fill``): per seed,
+    the folds it takes to pull the best finite neighbour's value (the point's left neighbour, or the right
+    one at the grid's left end) down to the point's value, rounded and clipped to ``[0, n_folds]``.
+    Returns ``(K,)`` totals over the seeds; a point below -1, impossible for a tau, always counts."""
+    c = np.asarray(curves, dtype=float)
+    nb = np.concatenate([c[:, 1:2], c[:, :-1]], 1)
+    k = np.clip(np.rint(n_folds * (nb - c) / (nb - fill)), 0, n_folds)
+    k = np.where(c < -1, np.maximum(k, 1), k)
+    return k.sum(0).astype(int)
 
 
 FINGERPRINTED = (zero_share, study_runs, fold_indices, take, train_predictor, study_neural, make_gbm, study_gbm,
